@@ -1,0 +1,26 @@
+//! The kubelet's configuration, known as well as the kubelet knows it.
+//!
+//! `kubelet-gitops-core` is the shared contract of kubelet-gitops: the typed model of
+//! `kubelet.config.k8s.io/v1beta1` `KubeletConfiguration` ([`types`]), strict decoding
+//! with file/line/field errors ([`decode`]), the kubelet's defaulting ([`defaults`]) and
+//! validation ([`validation`]), its command-line flags and their precedence ([`flags`],
+//! [`effective`]), node-allocatable arithmetic and cgroup layout ([`allocatable`]), and
+//! the content-addressed ConfigMap names that `kubectl --append-hash` computes ([`hash`]).
+//!
+//! Nothing in this crate talks to a Kubernetes API server.
+
+pub mod allocatable;
+pub mod decode;
+pub mod defaults;
+pub mod duration;
+pub mod effective;
+pub mod features;
+pub mod flags;
+pub mod hash;
+pub mod quantity;
+pub mod types;
+pub mod validation;
+
+
+
+

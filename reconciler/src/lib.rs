@@ -1,0 +1,1 @@
+//! kubelet-gitops: the command-line tool and reconciler.
