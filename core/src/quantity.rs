@@ -294,12 +294,12 @@ fn canonical(nanos: i128, format: Format) -> String {
     }
     let sign = if nanos < 0 { "-" } else { "" };
     let abs = nanos.unsigned_abs();
-    if format == Format::BinarySI && abs % (NANO as u128) == 0 {
+    if format == Format::BinarySI && abs.is_multiple_of(NANO as u128) {
         let units = abs / NANO as u128;
         // Upstream prints binary quantities in (-1024, 1024) as decimal ("1k", not "1000").
         if units >= 1024 {
             for (suffix, shift) in [("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)] {
-                if units % (1u128 << shift) == 0 {
+                if units.is_multiple_of(1u128 << shift) {
                     return format!("{sign}{}{suffix}", units >> shift);
                 }
             }
@@ -318,7 +318,7 @@ fn canonical(nanos: i128, format: Format) -> String {
         ("n", 0),
     ] {
         let div = 10u128.pow(exp);
-        if abs % div == 0 {
+        if abs.is_multiple_of(div) {
             return format!("{sign}{}{suffix}", abs / div);
         }
     }
