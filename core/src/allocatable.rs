@@ -110,6 +110,79 @@ pub struct AllocatableInput {
     pub kube_reserved_cgroup: String,
 }
 
+impl AllocatableInput {
+    /// The input for a node of `capacity` running the (effective, defaulted) `cfg`.
+    ///
+    /// As the kubelet's `run()` does, a non-empty `reservedSystemCPUs` replaces the cpu of
+    /// the reservations: systemReserved gets the number of reserved CPUs, kubeReserved none.
+    pub fn from_config(
+        cfg: &crate::types::KubeletConfiguration,
+        capacity: BTreeMap<String, Quantity>,
+    ) -> Result<Self, AllocatableError> {
+        let parse = |field: &'static str, map: Option<&BTreeMap<String, String>>| {
+            let mut out = BTreeMap::new();
+            for (resource, value) in map.into_iter().flatten() {
+                let q = Quantity::parse(value).map_err(|source| {
+                    AllocatableError::ReservationQuantity {
+                        field,
+                        resource: resource.clone(),
+                        value: value.clone(),
+                        source,
+                    }
+                })?;
+                out.insert(resource.clone(), q);
+            }
+            Ok::<_, AllocatableError>(out)
+        };
+        let mut system_reserved = parse("systemReserved", cfg.system_reserved.as_ref())?;
+        let mut kube_reserved = parse("kubeReserved", cfg.kube_reserved.as_ref())?;
+        if let Some(cpus) = cfg
+            .reserved_system_cpus
+            .as_deref()
+            .filter(|s| !s.is_empty())
+            .and_then(count_cpuset)
+        {
+            system_reserved.insert("cpu".into(), Quantity::from_units(cpus, Format::DecimalSI));
+            kube_reserved.remove("cpu");
+        }
+        Ok(AllocatableInput {
+            capacity,
+            system_reserved,
+            kube_reserved,
+            eviction_hard: cfg.eviction_hard.clone().unwrap_or_default(),
+            ignore_eviction_threshold: false,
+            enforce_node_allocatable: cfg.enforce_node_allocatable.clone().unwrap_or_default(),
+            cgroups_per_qos: cfg.cgroups_per_qos.unwrap_or(true),
+            cgroup_driver: cfg.cgroup_driver.clone().unwrap_or_default(),
+            cgroup_root: cfg.cgroup_root.clone().unwrap_or_default(),
+            system_reserved_cgroup: cfg.system_reserved_cgroup.clone().unwrap_or_default(),
+            kube_reserved_cgroup: cfg.kube_reserved_cgroup.clone().unwrap_or_default(),
+        })
+    }
+}
+
+/// The number of CPUs in a Linux cpuset list (`0-3,8`); `None` when malformed
+/// (validation reports that).
+fn count_cpuset(list: &str) -> Option<i128> {
+    let mut n: i128 = 0;
+    for part in list.split(',').map(str::trim) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (i128, i128) = (a.parse().ok()?, b.parse().ok()?);
+                if b < a {
+                    return None;
+                }
+                n += b - a + 1;
+            }
+            None => {
+                part.parse::<u32>().ok()?;
+                n += 1;
+            }
+        }
+    }
+    Some(n)
+}
+
 /// The cgroup hierarchy in use on the node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CgroupVersion {
@@ -286,6 +359,15 @@ pub enum AllocatableError {
     UnsupportedReservation {
         field: &'static str,
         resource: String,
+    },
+    /// `parseResourceList`: a reservation that is not a quantity.
+    #[error("{field}: invalid quantity {value:?} for {resource:?}: {source}")]
+    ReservationQuantity {
+        field: &'static str,
+        resource: String,
+        value: String,
+        #[source]
+        source: QuantityError,
     },
     /// `parseResourceList`: a negative reservation.
     #[error("{field}: resource quantity for {resource:?} cannot be negative: {value}")]
@@ -1547,5 +1629,41 @@ mod tests {
         assert_eq!(huge_page_unit(GI).as_deref(), Some("1GB"));
         assert_eq!(huge_page_unit(64 * 1024).as_deref(), Some("64KB"));
         assert_eq!(huge_page_unit(0), None);
+    }
+
+    #[test]
+    fn from_config_reads_the_effective_config() {
+        let mut cfg = crate::defaults::defaults();
+        cfg.system_reserved = Some(BTreeMap::from([
+            ("cpu".into(), "500m".into()),
+            ("memory".into(), "1Gi".into()),
+        ]));
+        cfg.kube_reserved = Some(BTreeMap::from([("cpu".into(), "1".into())]));
+        let cap = BTreeMap::from([
+            ("cpu".to_string(), Quantity::parse("8").unwrap()),
+            ("memory".to_string(), Quantity::parse("32Gi").unwrap()),
+        ]);
+        let input = AllocatableInput::from_config(&cfg, cap.clone()).unwrap();
+        assert_eq!(input.enforce_node_allocatable, ["pods"]);
+        let alloc = node_allocatable(&input).unwrap();
+        assert_eq!(alloc.get("cpu").unwrap().milli_value(), 6500);
+        // memory: 32Gi - 1Gi - the default memory.available 100Mi
+        assert_eq!(
+            alloc.get("memory").unwrap().value(),
+            (31i128 << 30) - (100 << 20)
+        );
+
+        cfg.reserved_system_cpus = Some("0-1,4".into());
+        let input = AllocatableInput::from_config(&cfg, cap.clone()).unwrap();
+        assert_eq!(input.system_reserved["cpu"].value(), 3);
+        assert!(!input.kube_reserved.contains_key("cpu"));
+
+        cfg.system_reserved = Some(BTreeMap::from([("memory".into(), "lots".into())]));
+        let err = AllocatableInput::from_config(&cfg, cap).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("systemReserved: invalid quantity \"lots\""),
+            "{err}"
+        );
     }
 }

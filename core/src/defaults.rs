@@ -32,8 +32,10 @@
 //! Left unset, as upstream's defaulting leaves them, although some doc comments name a
 //! default: `userNamespaces.idsPerPod` (65536, applied by the kubelet at runtime),
 //! `singleProcessOOMKill` (decided from the host's cgroup version at runtime),
-//! `imageMaximumGCAge`, `shutdownGracePeriod*` (zero), `draManagerReconcilePeriod` and
-//! `podHousekeepingPeriod` (no v1.36 defaulting code for them was found).
+//! `imageMaximumGCAge` and `shutdownGracePeriod*` (zero).
+//!
+//! `draManagerReconcilePeriod` is defaulted to 60s although no stored defaults.go has it:
+//! types.go documents that default and validation.go rejects zero at the same commit.
 
 use std::collections::BTreeMap;
 
@@ -198,6 +200,13 @@ fn set_kubelet_configuration_defaults(obj: &mut KubeletConfiguration) {
     duration(
         &mut obj.cpu_manager_reconcile_period,
         Duration::from_secs(10),
+    );
+    // types.go @001332b0 documents "Default: 60s" and validation.go at the same commit
+    // rejects a value <= 0, so the v1.36 kubelet defaults it (the stored defaults.go is
+    // older than the field).
+    duration(
+        &mut obj.dra_manager_reconcile_period,
+        Duration::from_secs(60),
     );
     string(&mut obj.memory_manager_policy, "None");
     string(&mut obj.topology_manager_policy, "none");
@@ -527,6 +536,7 @@ mod tests {
             "cgroupDriver": "cgroupfs",
             "cpuManagerPolicy": "none",
             "cpuManagerReconcilePeriod": "10s",
+            "draManagerReconcilePeriod": "1m0s",
             "memoryManagerPolicy": "None",
             "topologyManagerPolicy": "none",
             "topologyManagerScope": "container",
@@ -820,6 +830,7 @@ mod tests {
             "cgroupDriver": "cgroupfs",
             "cpuManagerPolicy": "none",
             "cpuManagerReconcilePeriod": "10s",
+            "draManagerReconcilePeriod": "1m0s",
             "memoryManagerPolicy": "None",
             "topologyManagerPolicy": "none",
             "topologyManagerScope": "container",
@@ -914,6 +925,7 @@ mod tests {
             "singleProcessOOMKill": true,
             "cpuManagerPolicyOptions": {"key": "value"},
             "cpuManagerReconcilePeriod": "1m0s",
+            "draManagerReconcilePeriod": "30s",
             "memoryManagerPolicy": "Static",
             "topologyManagerPolicy": "restricted",
             "topologyManagerScope": "pod",
@@ -1097,8 +1109,10 @@ mod tests {
         assert_eq!(got.image_maximum_gc_age, None);
         assert_eq!(got.single_process_oom_kill, None);
         assert_eq!(got.user_namespaces, None);
-        assert_eq!(got.dra_manager_reconcile_period, None);
-        assert_eq!(got.pod_housekeeping_period, None);
+        assert_eq!(
+            got.dra_manager_reconcile_period,
+            Some(Duration::from_secs(60))
+        );
         assert_eq!(got.tracing, None);
         assert_eq!(got.max_parallel_image_pulls, None);
     }

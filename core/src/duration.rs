@@ -59,7 +59,9 @@ impl Duration {
     }
     /// As a `std::time::Duration`; `None` when negative.
     pub fn to_std(self) -> Option<std::time::Duration> {
-        u64::try_from(self.0).ok().map(std::time::Duration::from_nanos)
+        u64::try_from(self.0)
+            .ok()
+            .map(std::time::Duration::from_nanos)
     }
 
     /// Parses Go's duration syntax: `[-+]?([0-9]*(\.[0-9]*)?[a-z]+)+`, or `0`.
@@ -137,7 +139,10 @@ impl Duration {
                     if overflow {
                         continue;
                     }
-                    match f.checked_mul(10).and_then(|f| f.checked_add(u64::from(b - b'0'))) {
+                    match f
+                        .checked_mul(10)
+                        .and_then(|f| f.checked_add(u64::from(b - b'0')))
+                    {
                         Some(nf) if nf < (1 << 53) => {
                             f = nf;
                             fscale *= 10.0;
@@ -261,7 +266,10 @@ mod tests {
         assert_eq!(d("+5s"), Duration::from_secs(5));
         assert_eq!(d("10us"), Duration::from_nanos(10_000));
         assert_eq!(d("10µs"), Duration::from_nanos(10_000));
-        assert_eq!(d("1h1m1s1ms1us1ns"), Duration::from_nanos(3_661_001_001_001));
+        assert_eq!(
+            d("1h1m1s1ms1us1ns"),
+            Duration::from_nanos(3_661_001_001_001)
+        );
         assert_eq!(d(".5s"), Duration::from_millis(500));
         assert_eq!(d("2562047h47m16.854775807s").as_nanos(), i64::MAX);
         assert_eq!(d("-2562047h47m16.854775808s").as_nanos(), i64::MIN);
@@ -269,7 +277,19 @@ mod tests {
 
     #[test]
     fn rejects_what_go_rejects() {
-        for bad in ["", "1", "-", "s", "1x", "1.s.", "1 m", "1m ", "9999999999h", "1e3s", "."] {
+        for bad in [
+            "",
+            "1",
+            "-",
+            "s",
+            "1x",
+            "1.s.",
+            "1 m",
+            "1m ",
+            "9999999999h",
+            "1e3s",
+            ".",
+        ] {
             assert!(Duration::parse(bad).is_err(), "{bad:?} should be rejected");
         }
         assert_eq!(

@@ -20,7 +20,3 @@ pub mod hash;
 pub mod quantity;
 pub mod types;
 pub mod validation;
-
-
-
-

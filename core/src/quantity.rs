@@ -264,7 +264,10 @@ fn parse_nanos(text: &str) -> Result<(i128, Format), QuantityError> {
     let mut den: i128 = 1;
     let dec_shift = 9 - scale;
     if base == 2 {
-        num = num.checked_shl(exp as u32).filter(|v| v >> exp == mantissa).ok_or_else(too_large)?;
+        num = num
+            .checked_shl(exp as u32)
+            .filter(|v| v >> exp == mantissa)
+            .ok_or_else(too_large)?;
     }
     let total_dec = dec_shift + if base == 10 { exp } else { 0 };
     if total_dec >= 0 {
@@ -298,7 +301,14 @@ fn canonical(nanos: i128, format: Format) -> String {
         let units = abs / NANO as u128;
         // Upstream prints binary quantities in (-1024, 1024) as decimal ("1k", not "1000").
         if units >= 1024 {
-            for (suffix, shift) in [("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)] {
+            for (suffix, shift) in [
+                ("Ei", 60),
+                ("Pi", 50),
+                ("Ti", 40),
+                ("Gi", 30),
+                ("Mi", 20),
+                ("Ki", 10),
+            ] {
                 if units.is_multiple_of(1u128 << shift) {
                     return format!("{sign}{}{suffix}", units >> shift);
                 }
@@ -355,10 +365,15 @@ mod tests {
 
     #[test]
     fn rejects_what_upstream_rejects() {
-        for bad in ["", "Mi", "1MB", "1 Gi", "1Gi ", "abc", "1.2.3", "--1", "1e", "1e+", "0x10", "1i", "."] {
+        for bad in [
+            "", "Mi", "1MB", "1 Gi", "1Gi ", "abc", "1.2.3", "--1", "1e", "1e+", "0x10", "1i", ".",
+        ] {
             assert!(Quantity::parse(bad).is_err(), "{bad:?} should be rejected");
         }
-        assert!(matches!(Quantity::parse("1e99"), Err(QuantityError::TooLarge(_))));
+        assert!(matches!(
+            Quantity::parse("1e99"),
+            Err(QuantityError::TooLarge(_))
+        ));
         assert!(matches!(
             Quantity::parse("99999999999999999999999999999999999999999"),
             Err(QuantityError::TooLarge(_))
@@ -377,11 +392,20 @@ mod tests {
         assert_eq!(q("1024Mi").canonical(), "1Gi");
         assert_eq!(q("1.5").canonical(), "1500m");
         assert_eq!(q("1000").canonical(), "1k");
-        assert_eq!(Quantity::from_units(3 << 30, Format::BinarySI).as_str(), "3Gi");
+        assert_eq!(
+            Quantity::from_units(3 << 30, Format::BinarySI).as_str(),
+            "3Gi"
+        );
         assert_eq!(Quantity::from_units(1000, Format::BinarySI).as_str(), "1k");
         assert_eq!(Quantity::from_units(100, Format::BinarySI).as_str(), "100");
-        assert_eq!(Quantity::from_units(1536, Format::BinarySI).as_str(), "1536");
-        assert_eq!(Quantity::from_nanos(-500_000_000, Format::DecimalSI).as_str(), "-500m");
+        assert_eq!(
+            Quantity::from_units(1536, Format::BinarySI).as_str(),
+            "1536"
+        );
+        assert_eq!(
+            Quantity::from_nanos(-500_000_000, Format::DecimalSI).as_str(),
+            "-500m"
+        );
     }
 
     #[test]

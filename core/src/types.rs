@@ -82,34 +82,70 @@ impl<'de> Deserialize<'de> for TimeOrMetaDuration {
 #[serde(deny_unknown_fields)]
 pub struct KubeletConfiguration {
     /// API version of the object: `kubelet.config.k8s.io/v1beta1`.
-    #[serde(rename = "apiVersion", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "apiVersion",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub api_version: Option<String>,
     /// Kind of the object: `KubeletConfiguration`.
     #[serde(rename = "kind", default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
     /// Enables the kubelet's secured server. Default: true.
-    #[serde(rename = "enableServer", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "enableServer",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub enable_server: Option<bool>,
     /// Directory (or single file) of static pods to run. Default: "".
-    #[serde(rename = "staticPodPath", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "staticPodPath",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub static_pod_path: Option<String>,
     /// Root directory for pod log files. Default: "/var/log/pods".
-    #[serde(rename = "podLogsDir", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "podLogsDir",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub pod_logs_dir: Option<String>,
     /// Max period between synchronizing running containers and config. Default: "1m".
-    #[serde(rename = "syncFrequency", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "syncFrequency",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub sync_frequency: Option<Duration>,
     /// Duration between checking config files for new data. Default: "20s".
-    #[serde(rename = "fileCheckFrequency", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "fileCheckFrequency",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub file_check_frequency: Option<Duration>,
     /// Duration between checking http for new data. Default: "20s".
-    #[serde(rename = "httpCheckFrequency", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "httpCheckFrequency",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub http_check_frequency: Option<Duration>,
     /// URL for accessing static pods to run. Default: "".
-    #[serde(rename = "staticPodURL", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "staticPodURL",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub static_pod_url: Option<String>,
     /// HTTP headers to use when accessing staticPodURL.
-    #[serde(rename = "staticPodURLHeader", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "staticPodURLHeader",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub static_pod_url_header: Option<BTreeMap<String, Vec<String>>>,
     /// IP address for the kubelet to serve on. Default: "0.0.0.0".
     #[serde(rename = "address", default, skip_serializing_if = "Option::is_none")]
@@ -118,151 +154,347 @@ pub struct KubeletConfiguration {
     #[serde(rename = "port", default, skip_serializing_if = "Option::is_none")]
     pub port: Option<i32>,
     /// Read-only, unauthenticated port (0 disables). Default: 0.
-    #[serde(rename = "readOnlyPort", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "readOnlyPort",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub read_only_port: Option<i32>,
     /// x509 certificate file for HTTPS.
-    #[serde(rename = "tlsCertFile", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "tlsCertFile",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub tls_cert_file: Option<String>,
     /// x509 private key matching tlsCertFile.
-    #[serde(rename = "tlsPrivateKeyFile", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "tlsPrivateKeyFile",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub tls_private_key_file: Option<String>,
     /// Allowed cipher suites for the server (Go crypto/tls names).
-    #[serde(rename = "tlsCipherSuites", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "tlsCipherSuites",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub tls_cipher_suites: Option<Vec<String>>,
     /// Allowed key exchange mechanisms, as numeric Go crypto/tls CurveID values.
-    #[serde(rename = "tlsCurvePreferences", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "tlsCurvePreferences",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub tls_curve_preferences: Option<Vec<i32>>,
     /// Minimum TLS version supported (VersionTLS12, VersionTLS13).
-    #[serde(rename = "tlsMinVersion", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "tlsMinVersion",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub tls_min_version: Option<String>,
     /// Enables client certificate rotation. Default: false.
-    #[serde(rename = "rotateCertificates", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "rotateCertificates",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub rotate_certificates: Option<bool>,
     /// Enables server certificate bootstrap via the certificates API. Default: false.
-    #[serde(rename = "serverTLSBootstrap", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "serverTLSBootstrap",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub server_tls_bootstrap: Option<bool>,
     /// How requests to the kubelet's server are authenticated.
-    #[serde(rename = "authentication", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "authentication",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub authentication: Option<KubeletAuthentication>,
     /// How requests to the kubelet's server are authorized.
-    #[serde(rename = "authorization", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "authorization",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub authorization: Option<KubeletAuthorization>,
     /// Limit of registry pulls per second (0 = no limit). Default: 5.
-    #[serde(rename = "registryPullQPS", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "registryPullQPS",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub registry_pull_qps: Option<i32>,
     /// Maximum size of bursty pulls. Default: 10.
-    #[serde(rename = "registryBurst", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "registryBurst",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub registry_burst: Option<i32>,
     /// How credentials are verified for images already on the node (NeverVerify, NeverVerifyPreloadedImages, NeverVerifyAllowlistedImages, AlwaysVerify).
-    #[serde(rename = "imagePullCredentialsVerificationPolicy", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "imagePullCredentialsVerificationPolicy",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub image_pull_credentials_verification_policy: Option<String>,
     /// Images exempt from credential re-verification under NeverVerifyAllowlistedImages.
-    #[serde(rename = "preloadedImagesVerificationAllowlist", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "preloadedImagesVerificationAllowlist",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub preloaded_images_verification_allowlist: Option<Vec<String>>,
     /// Maximum event creations per second (0 = no limit). Default: 50.
-    #[serde(rename = "eventRecordQPS", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "eventRecordQPS",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub event_record_qps: Option<i32>,
     /// Maximum size of a burst of event creations. Default: 100.
-    #[serde(rename = "eventBurst", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "eventBurst",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub event_burst: Option<i32>,
     /// Enables log access, exec, attach, port-forward endpoints. Default: true.
-    #[serde(rename = "enableDebuggingHandlers", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "enableDebuggingHandlers",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub enable_debugging_handlers: Option<bool>,
     /// Enables block profiling if debugging handlers are on. Default: false.
-    #[serde(rename = "enableContentionProfiling", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "enableContentionProfiling",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub enable_contention_profiling: Option<bool>,
     /// Port of the localhost healthz endpoint (0 disables). Default: 10248.
-    #[serde(rename = "healthzPort", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "healthzPort",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub healthz_port: Option<i32>,
     /// IP address for the healthz server. Default: "127.0.0.1".
-    #[serde(rename = "healthzBindAddress", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "healthzBindAddress",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub healthz_bind_address: Option<String>,
     /// oom-score-adj for the kubelet process, in [-1000, 1000]. Default: -999.
-    #[serde(rename = "oomScoreAdj", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "oomScoreAdj",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub oom_score_adj: Option<i32>,
     /// DNS domain for this cluster.
-    #[serde(rename = "clusterDomain", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "clusterDomain",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cluster_domain: Option<String>,
     /// IP addresses of the cluster DNS servers.
-    #[serde(rename = "clusterDNS", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "clusterDNS",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cluster_dns: Option<Vec<String>>,
     /// Deprecated, no effect. Default: "4h".
-    #[serde(rename = "streamingConnectionIdleTimeout", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "streamingConnectionIdleTimeout",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub streaming_connection_idle_timeout: Option<Duration>,
     /// How often the kubelet computes node status. Default: "10s".
-    #[serde(rename = "nodeStatusUpdateFrequency", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "nodeStatusUpdateFrequency",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub node_status_update_frequency: Option<Duration>,
     /// How often the kubelet posts an unchanged node status. Default: "5m" (or nodeStatusUpdateFrequency when that is set).
-    #[serde(rename = "nodeStatusReportFrequency", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "nodeStatusReportFrequency",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub node_status_report_frequency: Option<Duration>,
     /// Duration of the node Lease. Default: 40.
-    #[serde(rename = "nodeLeaseDurationSeconds", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "nodeLeaseDurationSeconds",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub node_lease_duration_seconds: Option<i32>,
     /// Minimum age of an unused image before it is garbage collected. Default: "2m".
-    #[serde(rename = "imageMinimumGCAge", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "imageMinimumGCAge",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub image_minimum_gc_age: Option<Duration>,
     /// Maximum age an image can be unused before it is garbage collected (0 disables). Default: "0s".
-    #[serde(rename = "imageMaximumGCAge", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "imageMaximumGCAge",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub image_maximum_gc_age: Option<Duration>,
     /// Disk usage percent after which image GC always runs. Default: 85.
-    #[serde(rename = "imageGCHighThresholdPercent", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "imageGCHighThresholdPercent",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub image_gc_high_threshold_percent: Option<i32>,
     /// Disk usage percent before which image GC never runs. Default: 80.
-    #[serde(rename = "imageGCLowThresholdPercent", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "imageGCLowThresholdPercent",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub image_gc_low_threshold_percent: Option<i32>,
     /// How often volume disk usage is computed. Default: "1m".
-    #[serde(rename = "volumeStatsAggPeriod", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "volumeStatsAggPeriod",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub volume_stats_agg_period: Option<Duration>,
     /// Absolute name of the cgroup to isolate the kubelet in.
-    #[serde(rename = "kubeletCgroups", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "kubeletCgroups",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub kubelet_cgroups: Option<String>,
     /// Absolute name of the cgroup for all non-kernel processes not already in a container.
-    #[serde(rename = "systemCgroups", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "systemCgroups",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub system_cgroups: Option<String>,
     /// Root cgroup for pods.
-    #[serde(rename = "cgroupRoot", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "cgroupRoot",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cgroup_root: Option<String>,
     /// Enables the QoS based cgroup hierarchy. Default: true.
-    #[serde(rename = "cgroupsPerQOS", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "cgroupsPerQOS",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cgroups_per_qos: Option<bool>,
     /// Driver used to manipulate cgroups: cgroupfs or systemd. Default: "cgroupfs".
-    #[serde(rename = "cgroupDriver", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "cgroupDriver",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cgroup_driver: Option<String>,
     /// CPU manager policy: none or static. Default: "none".
-    #[serde(rename = "cpuManagerPolicy", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "cpuManagerPolicy",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cpu_manager_policy: Option<String>,
     /// If true, processes in a container are OOM killed individually (cgroup v2).
-    #[serde(rename = "singleProcessOOMKill", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "singleProcessOOMKill",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub single_process_oom_kill: Option<bool>,
     /// Options to fine-tune the CPU manager policy.
-    #[serde(rename = "cpuManagerPolicyOptions", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "cpuManagerPolicyOptions",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cpu_manager_policy_options: Option<BTreeMap<String, String>>,
     /// Reconciliation period of the CPU manager. Default: "10s".
-    #[serde(rename = "cpuManagerReconcilePeriod", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "cpuManagerReconcilePeriod",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cpu_manager_reconcile_period: Option<Duration>,
     /// Reconciliation period of the DRA manager.
-    #[serde(rename = "draManagerReconcilePeriod", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "draManagerReconcilePeriod",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub dra_manager_reconcile_period: Option<Duration>,
     /// Memory manager policy: None or Static. Default: "None".
-    #[serde(rename = "memoryManagerPolicy", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "memoryManagerPolicy",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub memory_manager_policy: Option<String>,
     /// Topology manager policy: none, best-effort, restricted, single-numa-node. Default: "none".
-    #[serde(rename = "topologyManagerPolicy", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "topologyManagerPolicy",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub topology_manager_policy: Option<String>,
     /// Topology manager scope: container or pod. Default: "container".
-    #[serde(rename = "topologyManagerScope", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "topologyManagerScope",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub topology_manager_scope: Option<String>,
     /// Options to fine-tune the topology manager policy.
-    #[serde(rename = "topologyManagerPolicyOptions", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "topologyManagerPolicyOptions",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub topology_manager_policy_options: Option<BTreeMap<String, String>>,
     /// Resource -> percentage reserved for the guaranteed QoS tier (memory only).
-    #[serde(rename = "qosReserved", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "qosReserved",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub qos_reserved: Option<BTreeMap<String, String>>,
     /// Timeout for runtime requests except long-running ones. Default: "2m".
-    #[serde(rename = "runtimeRequestTimeout", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "runtimeRequestTimeout",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub runtime_request_timeout: Option<Duration>,
     /// How the kubelet configures hairpin packets: promiscuous-bridge, hairpin-veth, none. Default: "promiscuous-bridge".
-    #[serde(rename = "hairpinMode", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "hairpinMode",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub hairpin_mode: Option<String>,
     /// Maximum number of pods on this kubelet. Default: 110.
     #[serde(rename = "maxPods", default, skip_serializing_if = "Option::is_none")]
@@ -271,203 +503,448 @@ pub struct KubeletConfiguration {
     #[serde(rename = "podCIDR", default, skip_serializing_if = "Option::is_none")]
     pub pod_cidr: Option<String>,
     /// Maximum number of PIDs in any pod (-1 = node allocatable). Default: -1.
-    #[serde(rename = "podPidsLimit", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "podPidsLimit",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub pod_pids_limit: Option<i64>,
     /// Resolver configuration file for container DNS. Default: "/etc/resolv.conf".
-    #[serde(rename = "resolvConf", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "resolvConf",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub resolv_conf: Option<String>,
     /// Run pods once and exit. Default: false.
     #[serde(rename = "runOnce", default, skip_serializing_if = "Option::is_none")]
     pub run_once: Option<bool>,
     /// Enables CPU CFS quota enforcement for containers with CPU limits. Default: true.
-    #[serde(rename = "cpuCFSQuota", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "cpuCFSQuota",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cpu_cfs_quota: Option<bool>,
     /// CPU CFS quota period, between 1ms and 1s. Default: "100ms".
-    #[serde(rename = "cpuCFSQuotaPeriod", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "cpuCFSQuotaPeriod",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cpu_cfs_quota_period: Option<Duration>,
     /// Cap on images reported in Node.status.images (-1 = no cap). Default: 50.
-    #[serde(rename = "nodeStatusMaxImages", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "nodeStatusMaxImages",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub node_status_max_images: Option<i32>,
     /// Number of files the kubelet process can open. Default: 1000000.
-    #[serde(rename = "maxOpenFiles", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "maxOpenFiles",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub max_open_files: Option<i64>,
     /// Content type of requests sent to the API server. Default: "application/vnd.kubernetes.protobuf".
-    #[serde(rename = "contentType", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "contentType",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub content_type: Option<String>,
     /// QPS to the API server. Default: 50.
-    #[serde(rename = "kubeAPIQPS", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "kubeAPIQPS",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub kube_api_qps: Option<i32>,
     /// Burst to the API server. Default: 100.
-    #[serde(rename = "kubeAPIBurst", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "kubeAPIBurst",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub kube_api_burst: Option<i32>,
     /// Pull images one at a time. Default: true (false when maxParallelImagePulls > 1).
-    #[serde(rename = "serializeImagePulls", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "serializeImagePulls",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub serialize_image_pulls: Option<bool>,
     /// Maximum number of image pulls in parallel.
-    #[serde(rename = "maxParallelImagePulls", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "maxParallelImagePulls",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub max_parallel_image_pulls: Option<i32>,
     /// Signal -> hard eviction threshold, e.g. memory.available: 100Mi.
-    #[serde(rename = "evictionHard", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "evictionHard",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub eviction_hard: Option<BTreeMap<String, String>>,
     /// Signal -> soft eviction threshold.
-    #[serde(rename = "evictionSoft", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "evictionSoft",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub eviction_soft: Option<BTreeMap<String, String>>,
     /// Signal -> grace period of the soft threshold.
-    #[serde(rename = "evictionSoftGracePeriod", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "evictionSoftGracePeriod",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub eviction_soft_grace_period: Option<BTreeMap<String, String>>,
     /// Wait before leaving an eviction pressure condition. Default: "5m".
-    #[serde(rename = "evictionPressureTransitionPeriod", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "evictionPressureTransitionPeriod",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub eviction_pressure_transition_period: Option<Duration>,
     /// Maximum grace period (s) for pods terminated by soft eviction. Default: 0.
-    #[serde(rename = "evictionMaxPodGracePeriod", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "evictionMaxPodGracePeriod",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub eviction_max_pod_grace_period: Option<i32>,
     /// Signal -> minimum amount reclaimed when under pressure.
-    #[serde(rename = "evictionMinimumReclaim", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "evictionMinimumReclaim",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub eviction_minimum_reclaim: Option<BTreeMap<String, String>>,
     /// Merge default eviction settings into the ones given here. Default: false.
-    #[serde(rename = "mergeDefaultEvictionSettings", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "mergeDefaultEvictionSettings",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub merge_default_eviction_settings: Option<bool>,
     /// Maximum pods per core (0 = no limit). Default: 0.
-    #[serde(rename = "podsPerCore", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "podsPerCore",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub pods_per_core: Option<i32>,
     /// Let the attach/detach controller manage this node's volumes. Default: true.
-    #[serde(rename = "enableControllerAttachDetach", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "enableControllerAttachDetach",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub enable_controller_attach_detach: Option<bool>,
     /// Error if kernel flags are not as the kubelet expects. Default: false.
-    #[serde(rename = "protectKernelDefaults", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "protectKernelDefaults",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub protect_kernel_defaults: Option<bool>,
     /// Create the KUBE-IPTABLES-HINT chain. Default: true.
-    #[serde(rename = "makeIPTablesUtilChains", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "makeIPTablesUtilChains",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub make_iptables_util_chains: Option<bool>,
     /// Deprecated, no effect. Default: 14.
-    #[serde(rename = "iptablesMasqueradeBit", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "iptablesMasqueradeBit",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub iptables_masquerade_bit: Option<i32>,
     /// Deprecated, no effect. Default: 15.
-    #[serde(rename = "iptablesDropBit", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "iptablesDropBit",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub iptables_drop_bit: Option<i32>,
     /// Feature name -> enabled, over the built-in defaults.
-    #[serde(rename = "featureGates", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "featureGates",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub feature_gates: Option<BTreeMap<String, bool>>,
     /// Fail to start if swap is enabled on the node. Default: true.
-    #[serde(rename = "failSwapOn", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "failSwapOn",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub fail_swap_on: Option<bool>,
     /// Swap memory available to container workloads.
-    #[serde(rename = "memorySwap", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "memorySwap",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub memory_swap: Option<MemorySwapConfiguration>,
     /// Maximum size of a container log file before rotation, e.g. "10Mi". Default: "10Mi".
-    #[serde(rename = "containerLogMaxSize", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "containerLogMaxSize",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub container_log_max_size: Option<String>,
     /// Maximum number of log files per container. Default: 5.
-    #[serde(rename = "containerLogMaxFiles", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "containerLogMaxFiles",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub container_log_max_files: Option<i32>,
     /// Maximum concurrent log rotation workers. Default: 1.
-    #[serde(rename = "containerLogMaxWorkers", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "containerLogMaxWorkers",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub container_log_max_workers: Option<i32>,
     /// How often container logs are checked for rotation. Default: "10s".
-    #[serde(rename = "containerLogMonitorInterval", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "containerLogMonitorInterval",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub container_log_monitor_interval: Option<Duration>,
     /// How ConfigMap and Secret changes are detected: Get, Cache, Watch. Default: "Watch".
-    #[serde(rename = "configMapAndSecretChangeDetectionStrategy", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "configMapAndSecretChangeDetectionStrategy",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub config_map_and_secret_change_detection_strategy: Option<String>,
     /// Resources reserved for non-kubernetes components, e.g. cpu: 500m, memory: 1Gi.
-    #[serde(rename = "systemReserved", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "systemReserved",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub system_reserved: Option<BTreeMap<String, String>>,
     /// Resources reserved for kubernetes system components.
-    #[serde(rename = "kubeReserved", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "kubeReserved",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub kube_reserved: Option<BTreeMap<String, String>>,
     /// CPU list reserved for system and kubernetes threads, e.g. "0-1".
-    #[serde(rename = "reservedSystemCPUs", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "reservedSystemCPUs",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub reserved_system_cpus: Option<String>,
     /// Previous minor version whose hidden metrics to show, e.g. "1.35".
-    #[serde(rename = "showHiddenMetricsForVersion", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "showHiddenMetricsForVersion",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub show_hidden_metrics_for_version: Option<String>,
     /// Absolute name of the cgroup enforcing systemReserved.
-    #[serde(rename = "systemReservedCgroup", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "systemReservedCgroup",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub system_reserved_cgroup: Option<String>,
     /// Absolute name of the cgroup enforcing kubeReserved.
-    #[serde(rename = "kubeReservedCgroup", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "kubeReservedCgroup",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub kube_reserved_cgroup: Option<String>,
     /// Node allocatable enforcements: none, pods, system-reserved(-compressible), kube-reserved(-compressible). Default: ["pods"].
-    #[serde(rename = "enforceNodeAllocatable", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "enforceNodeAllocatable",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub enforce_node_allocatable: Option<Vec<String>>,
     /// Unsafe sysctls or patterns (ending in *) pods may set.
-    #[serde(rename = "allowedUnsafeSysctls", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "allowedUnsafeSysctls",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub allowed_unsafe_sysctls: Option<Vec<String>>,
     /// Directory of third-party volume plugins.
-    #[serde(rename = "volumePluginDir", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "volumePluginDir",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub volume_plugin_dir: Option<String>,
     /// Unique ID of the instance for an external provider.
-    #[serde(rename = "providerID", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "providerID",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub provider_id: Option<String>,
     /// Use kernel memcg notification for memory eviction thresholds. Default: false.
-    #[serde(rename = "kernelMemcgNotification", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "kernelMemcgNotification",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub kernel_memcg_notification: Option<bool>,
     /// Logging options.
     #[serde(rename = "logging", default, skip_serializing_if = "Option::is_none")]
     pub logging: Option<LoggingConfiguration>,
     /// Enables system logs at /logs/. Default: true.
-    #[serde(rename = "enableSystemLogHandler", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "enableSystemLogHandler",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub enable_system_log_handler: Option<bool>,
     /// Enables node log query on /logs. Default: false.
-    #[serde(rename = "enableSystemLogQuery", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "enableSystemLogQuery",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub enable_system_log_query: Option<bool>,
     /// Total delay of a node shutdown for pod termination. Default: "0s".
-    #[serde(rename = "shutdownGracePeriod", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "shutdownGracePeriod",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub shutdown_grace_period: Option<Duration>,
     /// Part of shutdownGracePeriod for critical pods. Default: "0s".
-    #[serde(rename = "shutdownGracePeriodCriticalPods", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "shutdownGracePeriodCriticalPods",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub shutdown_grace_period_critical_pods: Option<Duration>,
     /// Shutdown grace period per pod priority range.
-    #[serde(rename = "shutdownGracePeriodByPodPriority", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "shutdownGracePeriodByPodPriority",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub shutdown_grace_period_by_pod_priority: Option<Vec<ShutdownGracePeriodByPodPriority>>,
     /// Node-level container restart backoff settings.
-    #[serde(rename = "crashLoopBackOff", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "crashLoopBackOff",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub crash_loop_backoff: Option<CrashLoopBackOffConfig>,
     /// Memory reservations per NUMA node for the memory manager.
-    #[serde(rename = "reservedMemory", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "reservedMemory",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub reserved_memory: Option<Vec<MemoryReservation>>,
     /// Enables /debug/pprof/. Default: true.
-    #[serde(rename = "enableProfilingHandler", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "enableProfilingHandler",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub enable_profiling_handler: Option<bool>,
     /// Enables /debug/flags/v. Default: true.
-    #[serde(rename = "enableDebugFlagsHandler", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "enableDebugFlagsHandler",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub enable_debug_flags_handler: Option<bool>,
     /// Use RuntimeDefault as the default seccomp profile. Default: false.
-    #[serde(rename = "seccompDefault", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "seccompDefault",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub seccomp_default: Option<bool>,
     /// Factor for the cgroup v2 memory.high value (MemoryQoS). Default: 0.9.
-    #[serde(rename = "memoryThrottlingFactor", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "memoryThrottlingFactor",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub memory_throttling_factor: Option<f64>,
     /// cgroup v2 memory protection: None or TieredReservation (MemoryQoS).
-    #[serde(rename = "memoryReservationPolicy", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "memoryReservationPolicy",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub memory_reservation_policy: Option<String>,
     /// Taints added to the Node when the kubelet registers it.
-    #[serde(rename = "registerWithTaints", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "registerWithTaints",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub register_with_taints: Option<Vec<Taint>>,
     /// Register the node with the API server. Default: true.
-    #[serde(rename = "registerNode", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "registerNode",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub register_node: Option<bool>,
     /// OpenTelemetry tracing client configuration.
     #[serde(rename = "tracing", default, skip_serializing_if = "Option::is_none")]
     pub tracing: Option<TracingConfiguration>,
     /// Enables local ephemeral storage isolation. Default: true.
-    #[serde(rename = "localStorageCapacityIsolation", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "localStorageCapacityIsolation",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub local_storage_capacity_isolation: Option<bool>,
     /// Endpoint of the container runtime. Default: "unix:///run/containerd/containerd.sock".
-    #[serde(rename = "containerRuntimeEndpoint", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "containerRuntimeEndpoint",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub container_runtime_endpoint: Option<String>,
     /// Endpoint of the image service (defaults to containerRuntimeEndpoint).
-    #[serde(rename = "imageServiceEndpoint", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "imageServiceEndpoint",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub image_service_endpoint: Option<String>,
     /// Refuse to start on cgroup v1 hosts.
-    #[serde(rename = "failCgroupV1", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "failCgroupV1",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub fail_cgroup_v1: Option<bool>,
     /// User namespace configuration.
-    #[serde(rename = "userNamespaces", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "userNamespaces",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub user_namespaces: Option<UserNamespaces>,
-    /// Period of pod housekeeping. Default: "2s".
-    #[serde(rename = "podHousekeepingPeriod", default, skip_serializing_if = "Option::is_none")]
-    pub pod_housekeeping_period: Option<Duration>,
 }
 
 /// How requests to the kubelet's server are authenticated.
@@ -490,7 +967,11 @@ pub struct KubeletAuthentication {
 #[serde(deny_unknown_fields)]
 pub struct KubeletX509Authentication {
     /// PEM bundle of CAs whose client certificates are accepted.
-    #[serde(rename = "clientCAFile", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "clientCAFile",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub client_ca_file: Option<String>,
 }
 
@@ -532,10 +1013,18 @@ pub struct KubeletAuthorization {
 #[serde(deny_unknown_fields)]
 pub struct KubeletWebhookAuthorization {
     /// How long 'authorized' answers are cached. Default: "5m".
-    #[serde(rename = "cacheAuthorizedTTL", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "cacheAuthorizedTTL",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cache_authorized_ttl: Option<Duration>,
     /// How long 'unauthorized' answers are cached. Default: "30s".
-    #[serde(rename = "cacheUnauthorizedTTL", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "cacheUnauthorizedTTL",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cache_unauthorized_ttl: Option<Duration>,
 }
 
@@ -544,7 +1033,11 @@ pub struct KubeletWebhookAuthorization {
 #[serde(deny_unknown_fields)]
 pub struct MemorySwapConfiguration {
     /// "", NoSwap or LimitedSwap.
-    #[serde(rename = "swapBehavior", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "swapBehavior",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub swap_behavior: Option<String>,
 }
 
@@ -553,7 +1046,11 @@ pub struct MemorySwapConfiguration {
 #[serde(deny_unknown_fields)]
 pub struct CrashLoopBackOffConfig {
     /// Maximum backoff for container restarts, 1s to 300s.
-    #[serde(rename = "maxContainerRestartPeriod", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "maxContainerRestartPeriod",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub max_container_restart_period: Option<Duration>,
 }
 
@@ -565,7 +1062,11 @@ pub struct TracingConfiguration {
     #[serde(rename = "endpoint", default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<String>,
     /// Spans sampled per million.
-    #[serde(rename = "samplingRatePerMillion", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "samplingRatePerMillion",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub sampling_rate_per_million: Option<i32>,
 }
 
@@ -586,7 +1087,11 @@ pub struct LoggingConfiguration {
     #[serde(rename = "format", default, skip_serializing_if = "Option::is_none")]
     pub format: Option<String>,
     /// Maximum time between log flushes: a duration string or integer nanoseconds. Default: 5s.
-    #[serde(rename = "flushFrequency", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "flushFrequency",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub flush_frequency: Option<TimeOrMetaDuration>,
     /// Log verbosity threshold. Default: 0.
     #[serde(rename = "verbosity", default, skip_serializing_if = "Option::is_none")]
@@ -616,10 +1121,18 @@ pub struct FormatOptions {
 #[serde(deny_unknown_fields)]
 pub struct OutputRoutingOptions {
     /// Errors to stderr, info to stdout with buffering.
-    #[serde(rename = "splitStream", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "splitStream",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub split_stream: Option<bool>,
     /// Size of the info stream buffer when split.
-    #[serde(rename = "infoBufferSize", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "infoBufferSize",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub info_buffer_size: Option<Quantity>,
 }
 
@@ -807,7 +1320,6 @@ pub const KUBELET_CONFIGURATION_FIELDS: &[&str] = &[
     "imageServiceEndpoint",
     "failCgroupV1",
     "userNamespaces",
-    "podHousekeepingPeriod",
 ];
 
 impl KubeletConfiguration {
@@ -831,7 +1343,11 @@ mod tests {
         }
         assert_eq!(v.len(), KUBELET_CONFIGURATION_FIELDS.len(), "no duplicates");
         let empty = serde_json::to_value(KubeletConfiguration::default()).unwrap();
-        assert_eq!(empty, serde_json::json!({}), "unset fields are not serialized");
+        assert_eq!(
+            empty,
+            serde_json::json!({}),
+            "unset fields are not serialized"
+        );
     }
 
     #[test]
@@ -868,7 +1384,11 @@ mod tests {
 
     #[test]
     fn unknown_fields_are_rejected() {
-        let err = serde_json::from_str::<KubeletConfiguration>(r#"{"sytemReserved": {}}"#).unwrap_err();
-        assert!(err.to_string().contains("unknown field `sytemReserved`"), "{err}");
+        let err =
+            serde_json::from_str::<KubeletConfiguration>(r#"{"sytemReserved": {}}"#).unwrap_err();
+        assert!(
+            err.to_string().contains("unknown field `sytemReserved`"),
+            "{err}"
+        );
     }
 }

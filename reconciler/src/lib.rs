@@ -1,1 +1,5 @@
-//! kubelet-gitops: the command-line tool and reconciler.
+//! kubelet-gitops: the command-line tool and, later, the reconciler (`run`).
+//!
+//! Today: `validate`, `render` and `configmap-name`, which answer from files alone.
+
+pub mod cli;

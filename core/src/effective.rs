@@ -1,0 +1,333 @@
+//! The effective configuration: what a kubelet actually runs with.
+//!
+//! The kubelet builds it in this order (cmd/kubelet/app/server.go):
+//! 1. the config file (`--config`), decoded strictly and defaulted; without a file, the
+//!    defaulted empty config;
+//! 2. the drop-in files of `--config-dir` (`*.conf`, walked in lexical order, each a JSON
+//!    merge patch over the result so far: maps merge, lists are replaced);
+//! 3. the command-line flags that are explicitly set (`kubeletConfigFlagPrecedence`).
+//!
+//! [`effective`] reproduces that and reports every field a flag overrides, with the value
+//! the files gave and the value the flag gives. Validation of the result is separate
+//! ([`crate::validation::validate`]), as in the kubelet.
+
+use serde_json::Value;
+
+use crate::decode::{self, DecodeError, SourceMap};
+use crate::defaults;
+use crate::flags::{self, FlagOverride, KubeletFlags};
+use crate::types::KubeletConfiguration;
+
+/// One input file: a name for messages and its bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct Source<'a> {
+    pub name: &'a str,
+    pub bytes: &'a [u8],
+}
+
+impl<'a> Source<'a> {
+    pub fn new(name: &'a str, bytes: &'a [u8]) -> Self {
+        Source { name, bytes }
+    }
+}
+
+/// The effective config and how it came about.
+#[derive(Debug, Clone)]
+pub struct Effective {
+    /// Defaults, then the file, then drop-ins, then flags.
+    pub config: KubeletConfiguration,
+    /// Where each field of the config file is (for `file:line:` messages).
+    pub file_map: Option<SourceMap>,
+    /// Every config field a flag sets, with the file's value and the flag's value.
+    /// Only fields whose value the flag changes.
+    pub overrides: Vec<FlagOverride>,
+    /// Every config field set by an explicit flag, changed or not: `(flag, field)`.
+    pub flag_fields: Vec<(String, String)>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EffectiveError {
+    /// The config file or a drop-in does not decode.
+    #[error(transparent)]
+    Decode(Box<DecodeError>),
+    /// Flags and drop-ins produced something the model does not accept.
+    #[error("failed to build the effective config from {what}: {message}")]
+    Merge { what: String, message: String },
+}
+
+impl From<DecodeError> for EffectiveError {
+    fn from(e: DecodeError) -> Self {
+        EffectiveError::Decode(Box::new(e))
+    }
+}
+
+/// How [`effective_with`] builds the config.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// Apply the kubelet's defaults (the kubelet always does; `false` shows only what the
+    /// files and flags set).
+    pub apply_defaults: bool,
+}
+
+/// Builds the effective config, as the kubelet does. `drop_ins` must already be in the
+/// kubelet's order (see [`drop_in_order`]).
+pub fn effective(
+    file: Option<Source<'_>>,
+    drop_ins: &[Source<'_>],
+    flags: Option<&KubeletFlags>,
+) -> Result<Effective, EffectiveError> {
+    effective_with(
+        file,
+        drop_ins,
+        flags,
+        Options {
+            apply_defaults: true,
+        },
+    )
+}
+
+/// [`effective`], with the choice of leaving the defaults out.
+pub fn effective_with(
+    file: Option<Source<'_>>,
+    drop_ins: &[Source<'_>],
+    flags: Option<&KubeletFlags>,
+    opts: Options,
+) -> Result<Effective, EffectiveError> {
+    let (base, file_map) = match file {
+        Some(src) => {
+            let (cfg, map) = decode::decode_kubelet_configuration(src.name, src.bytes)?;
+            let cfg = if opts.apply_defaults {
+                defaults::defaulted(&cfg)
+            } else {
+                cfg
+            };
+            (cfg, Some(map))
+        }
+        None if opts.apply_defaults => (legacy_defaults(), None),
+        None => (KubeletConfiguration::default(), None),
+    };
+    let mut config = base;
+    if !drop_ins.is_empty() {
+        let mut value = to_value(&config, "the config file")?;
+        for src in drop_ins {
+            // Each drop-in must itself be a valid (partial) KubeletConfiguration.
+            let (patch, _) = decode::decode_value(src.name, src.bytes)?;
+            decode::decode_kubelet_configuration(src.name, src.bytes)?;
+            merge_patch(&mut value, &patch);
+        }
+        config = from_value(value, "the drop-ins")?;
+        if opts.apply_defaults {
+            // The kubelet defaults the merged object again (not the eviction step, which
+            // belongs to loading the main file).
+            defaults::set_object_defaults(&mut config);
+        }
+    }
+    let (overrides, flag_fields) = match flags {
+        Some(f) => {
+            let mut value = to_value(&config, "the merged config")?;
+            let overrides = flags::apply_flags(&mut value, f);
+            config = from_value(value, "the kubelet's flags")?;
+            (overrides, flags::config_flags_set(f))
+        }
+        None => (Vec::new(), Vec::new()),
+    };
+    Ok(Effective {
+        config,
+        file_map,
+        overrides,
+        flag_fields,
+    })
+}
+
+/// The kubelet's drop-in order: files ending in `.conf`, by path in lexical order
+/// (`filepath.WalkDir` walks each directory in lexical order, depth first).
+pub fn drop_in_order(mut paths: Vec<String>) -> Vec<String> {
+    paths.retain(|p| p.ends_with(".conf"));
+    paths.sort_by(|a, b| {
+        // WalkDir visits a directory's entries sorted by name; comparing path components
+        // reproduces the depth-first lexical walk.
+        a.split('/').cmp(b.split('/'))
+    });
+    paths
+}
+
+/// What the kubelet runs with when it has no config file: the defaults, then
+/// `applyLegacyDefaults` (cmd/kubelet/app/options/options.go), which keeps the old flag
+/// defaults: anonymous auth on, webhook authentication off, AlwaysAllow authorization and
+/// the read-only port 10255.
+pub fn legacy_defaults() -> KubeletConfiguration {
+    let mut cfg = defaults::defaults();
+    let authn = cfg.authentication.get_or_insert_with(Default::default);
+    authn.anonymous.get_or_insert_with(Default::default).enabled = Some(true);
+    authn.webhook.get_or_insert_with(Default::default).enabled = Some(false);
+    cfg.authorization.get_or_insert_with(Default::default).mode = Some("AlwaysAllow".into());
+    cfg.read_only_port = Some(10255);
+    cfg
+}
+
+fn from_value(value: Value, what: &str) -> Result<KubeletConfiguration, EffectiveError> {
+    serde_json::from_value(value).map_err(|e| EffectiveError::Merge {
+        what: what.to_string(),
+        message: e.to_string(),
+    })
+}
+
+fn to_value(cfg: &KubeletConfiguration, what: &str) -> Result<Value, EffectiveError> {
+    serde_json::to_value(cfg).map_err(|e| EffectiveError::Merge {
+        what: what.to_string(),
+        message: e.to_string(),
+    })
+}
+
+/// RFC 7386 JSON merge patch, as `jsonpatch.MergePatch` applies it: objects merge
+/// recursively, `null` removes a key, everything else (lists included) replaces.
+pub fn merge_patch(target: &mut Value, patch: &Value) {
+    let Value::Object(patch_map) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = Value::Object(serde_json::Map::new());
+    }
+    let Value::Object(target_map) = target else {
+        return;
+    };
+    for (key, pv) in patch_map {
+        if pv.is_null() {
+            target_map.remove(key);
+        } else {
+            let slot = target_map.entry(key.clone()).or_insert(Value::Null);
+            merge_patch(slot, pv);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const FILE: &str = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 64\nsystemReserved:\n  cpu: 500m\n  memory: 1Gi\nclusterDNS: [10.0.0.10]\n";
+
+    #[test]
+    fn merge_patch_follows_rfc7386() {
+        let mut t = json!({"a": {"b": 1, "c": 2}, "l": [1, 2], "x": 1});
+        merge_patch(
+            &mut t,
+            &json!({"a": {"b": 9, "c": null}, "l": [3], "y": {"z": 1}}),
+        );
+        assert_eq!(t, json!({"a": {"b": 9}, "l": [3], "x": 1, "y": {"z": 1}}));
+    }
+
+    #[test]
+    fn drop_ins_sorted_like_walkdir() {
+        let got = drop_in_order(vec![
+            "d/20-b.conf".into(),
+            "d/10-a.conf".into(),
+            "d/99.yaml".into(),
+            "d/10-a/x.conf".into(),
+            "d/05.conf".into(),
+        ]);
+        // WalkDir sorts a directory's entries by name: "10-a" < "10-a.conf", and it
+        // descends into "10-a" before visiting "10-a.conf".
+        assert_eq!(
+            got,
+            ["d/05.conf", "d/10-a/x.conf", "d/10-a.conf", "d/20-b.conf"]
+        );
+    }
+
+    #[test]
+    fn defaults_then_file_then_dropins_then_flags() {
+        let drop = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 80\nsystemReserved:\n  memory: 2Gi\nclusterDNS: [10.0.0.53]\n";
+        let args: Vec<String> = ["--max-pods=100", "--kube-api-qps=20"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let flags = KubeletFlags::parse(&args).unwrap();
+        let eff = effective(
+            Some(Source::new("kubelet.yaml", FILE.as_bytes())),
+            &[Source::new("10.conf", drop.as_bytes())],
+            Some(&flags),
+        )
+        .unwrap();
+        let c = &eff.config;
+        assert_eq!(c.max_pods, Some(100), "flag wins");
+        assert_eq!(c.kube_api_qps, Some(20));
+        let sr = c.system_reserved.as_ref().unwrap();
+        assert_eq!(
+            sr.get("cpu").map(String::as_str),
+            Some("500m"),
+            "maps merge"
+        );
+        assert_eq!(
+            sr.get("memory").map(String::as_str),
+            Some("2Gi"),
+            "drop-in wins"
+        );
+        assert_eq!(
+            c.cluster_dns.as_deref(),
+            Some(&["10.0.0.53".to_string()][..]),
+            "lists replace"
+        );
+        assert_eq!(c.port, Some(10250), "defaults fill the rest");
+        let o: Vec<_> = eff
+            .overrides
+            .iter()
+            .map(|o| (o.field.as_str(), o.file_value.clone(), o.flag_value.clone()))
+            .collect();
+        assert!(
+            o.contains(&("maxPods", Some(json!(80)), json!(100))),
+            "{o:?}"
+        );
+        assert!(
+            o.contains(&("kubeAPIQPS", Some(json!(50)), json!(20))),
+            "{o:?}"
+        );
+    }
+
+    #[test]
+    fn no_file_means_defaults_and_flags() {
+        let args = vec!["--max-pods=10".to_string()];
+        let flags = KubeletFlags::parse(&args).unwrap();
+        let eff = effective(None, &[], Some(&flags)).unwrap();
+        assert_eq!(eff.config.max_pods, Some(10));
+        assert_eq!(eff.config.cgroup_driver.as_deref(), Some("cgroupfs"));
+        assert_eq!(
+            eff.config.read_only_port,
+            Some(10255),
+            "legacy defaults without --config"
+        );
+        assert_eq!(
+            eff.config
+                .authorization
+                .as_ref()
+                .and_then(|a| a.mode.as_deref()),
+            Some("AlwaysAllow")
+        );
+    }
+
+    #[test]
+    fn a_flag_setting_zero_is_not_defaulted_away() {
+        let args = vec!["--port=0".to_string()];
+        let flags = KubeletFlags::parse(&args).unwrap();
+        let eff = effective(
+            Some(Source::new("k.yaml", FILE.as_bytes())),
+            &[],
+            Some(&flags),
+        )
+        .unwrap();
+        assert_eq!(eff.config.port, Some(0));
+    }
+
+    #[test]
+    fn bad_drop_in_names_the_file() {
+        let err = effective(
+            Some(Source::new("kubelet.yaml", FILE.as_bytes())),
+            &[Source::new("/etc/kubernetes/kubelet.conf.d/20.conf", b"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPod: 3\n")],
+            None,
+        )
+        .unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("20.conf") && msg.contains("maxPod"), "{msg}");
+    }
+}

@@ -1,0 +1,159 @@
+//! Reading what the commands check: config files, drop-in directories and the kubelet's
+//! flags (inline or from kubeadm/package env files), and printing problems with their
+//! location.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use kubelet_gitops_core::decode::MAX_FILE_BYTES;
+use kubelet_gitops_core::effective::{self, Effective, EffectiveError, Source};
+use kubelet_gitops_core::flags::{self, KubeletFlags};
+use kubelet_gitops_core::validation::ValidationError;
+
+use super::{Failure, NodeArgs};
+
+/// Reads a file, at most one byte past the ConfigMap limit (the decoder reports the size
+/// error; this keeps `/dev/zero` from filling memory).
+pub(super) fn read_file(path: &Path) -> Result<Vec<u8>, Failure> {
+    let file = std::fs::File::open(path)
+        .map_err(|e| Failure::Usage(format!("cannot read {}: {e}", path.display())))?;
+    let mut buf = Vec::new();
+    file.take(MAX_FILE_BYTES as u64 + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| Failure::Usage(format!("cannot read {}: {e}", path.display())))?;
+    Ok(buf)
+}
+
+/// The node side of the effective config: its flags and drop-in files.
+#[derive(Debug, Default)]
+pub(super) struct Node {
+    pub flags: Option<KubeletFlags>,
+    pub drop_ins: Vec<(String, Vec<u8>)>,
+}
+
+impl Node {
+    pub fn load(args: &NodeArgs) -> Result<Node, Failure> {
+        let mut words: Vec<String> = Vec::new();
+        for path in &args.flags_file {
+            let bytes = read_file(path)?;
+            let text = String::from_utf8(bytes).map_err(|_| {
+                Failure::Usage(format!(
+                    "{}: a flags file must be UTF-8 text",
+                    path.display()
+                ))
+            })?;
+            words.extend(
+                flag_words(&text)
+                    .map_err(|e| Failure::Usage(format!("{}: {e}", path.display())))?,
+            );
+        }
+        if let Some(inline) = &args.flags {
+            words.extend(
+                flags::split_command_line(inline)
+                    .map_err(|e| Failure::Usage(format!("--flags: {e}")))?,
+            );
+        }
+        let flags = if words.is_empty() && args.flags.is_none() && args.flags_file.is_empty() {
+            None
+        } else {
+            Some(
+                KubeletFlags::parse(&words)
+                    .map_err(|e| Failure::Usage(format!("the kubelet's flags: {e}")))?,
+            )
+        };
+        let dir = args.config_dir.clone().or_else(|| {
+            flags
+                .as_ref()
+                .and_then(|f| f.config_dir())
+                .map(PathBuf::from)
+        });
+        let drop_ins = match dir {
+            Some(dir) => read_drop_ins(&dir)?,
+            None => Vec::new(),
+        };
+        Ok(Node { flags, drop_ins })
+    }
+
+    /// The effective config of `file` on this node.
+    pub fn effective(&self, name: &str, bytes: &[u8]) -> Result<Effective, EffectiveError> {
+        let drop_ins: Vec<Source<'_>> = self
+            .drop_ins
+            .iter()
+            .map(|(n, b)| Source::new(n, b))
+            .collect();
+        effective::effective(
+            Some(Source::new(name, bytes)),
+            &drop_ins,
+            self.flags.as_ref(),
+        )
+    }
+}
+
+/// The words of a flags file: kubeadm's `KUBELET_KUBEADM_ARGS`, then a package's
+/// `KUBELET_EXTRA_ARGS`, as kubeadm's systemd drop-in orders them; a file with neither
+/// variable is a plain command line.
+fn flag_words(text: &str) -> Result<Vec<String>, flags::FlagError> {
+    let env = flags::parse_env_file(text);
+    let has = |key: &str| flags::env_lookup(&env, key).is_some();
+    if !has("KUBELET_KUBEADM_ARGS") && !has("KUBELET_EXTRA_ARGS") {
+        return flags::split_command_line(text.trim());
+    }
+    let mut words = flags::kubeadm_args(text)?;
+    words.extend(flags::extra_args(text)?);
+    Ok(words)
+}
+
+/// Every `*.conf` file under `dir`, in the kubelet's order.
+fn read_drop_ins(dir: &Path) -> Result<Vec<(String, Vec<u8>)>, Failure> {
+    let mut paths = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let entries = std::fs::read_dir(&d).map_err(|e| {
+            Failure::Usage(format!(
+                "cannot read drop-in directory {}: {e}",
+                d.display()
+            ))
+        })?;
+        for entry in entries {
+            let entry = entry.map_err(|e| {
+                Failure::Usage(format!(
+                    "cannot read drop-in directory {}: {e}",
+                    d.display()
+                ))
+            })?;
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                paths.push(path.to_string_lossy().into_owned());
+            }
+        }
+    }
+    effective::drop_in_order(paths)
+        .into_iter()
+        .map(|p| read_file(Path::new(&p)).map(|b| (p, b)))
+        .collect()
+}
+
+/// Prints validation problems as `file:line: field.path: message`; the line is the
+/// field's (or its nearest ancestor's) in the config file, else the first line.
+pub(super) fn print_validation_errors(file: &str, eff: &Effective, errors: &[ValidationError]) {
+    let line_of = |err: &ValidationError| {
+        eff.file_map
+            .as_ref()
+            .and_then(|m| m.line_of(&err.field))
+            .unwrap_or(1)
+    };
+    let mut sorted: Vec<&ValidationError> = errors.iter().collect();
+    sorted.sort_by_key(|e| line_of(e));
+    for err in sorted {
+        let line = line_of(err);
+        let by_flag = eff
+            .flag_fields
+            .iter()
+            .find(|(_, field)| err.field == *field || err.field.starts_with(&format!("{field}.")))
+            .map(|(flag, _)| format!(" (value set by the kubelet flag {flag})"))
+            .unwrap_or_default();
+        eprintln!("{file}:{line}: {}: {}{by_flag}", err.field, err.message);
+    }
+}

@@ -1,0 +1,129 @@
+//! The `kubelet-gitops` command line: argument definitions and dispatch.
+//!
+//! Exit codes are shared by every command: 0 success, 1 the input is invalid (every
+//! problem printed as `file:line: field.path: message`), 2 usage or I/O errors.
+
+mod configmap_name;
+mod inputs;
+mod render;
+mod validate;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+/// GitOps for kubelet configuration: validate, render and name KubeletConfiguration files
+/// exactly as the kubelet and kubectl would.
+#[derive(Debug, Parser)]
+#[command(name = "kubelet-gitops", version, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check KubeletConfiguration files the way the kubelet does: strict decoding, then the
+    /// kubelet's defaults and validation rules (with the node's flags, when given).
+    ///
+    /// Exits 0 when every file is valid, 1 when any is invalid (each problem printed as
+    /// `file:line: field.path: message`), 2 on usage or I/O errors.
+    Validate(ValidateArgs),
+    /// Print the effective configuration a kubelet would run with: defaults, then FILE,
+    /// then drop-ins, then the kubelet's flags. Fields set by a flag are marked.
+    Render(RenderArgs),
+    /// Print the name of the ConfigMap that holds FILE under key `kubelet`:
+    /// BASENAME-<suffix>, the suffix being exactly what
+    /// `kubectl create configmap BASENAME --from-file=kubelet=FILE --append-hash` appends.
+    #[command(name = "configmap-name")]
+    ConfigmapName(ConfigmapNameArgs),
+}
+
+/// Where the kubelet's command line comes from, and its drop-in directory.
+#[derive(Debug, Args, Clone, Default)]
+pub struct NodeArgs {
+    /// The kubelet's command-line flags, as one shell-quoted string
+    /// (e.g. '--max-pods=110 --node-ip=10.0.0.5'). Applied after every --flags-file.
+    #[arg(
+        long,
+        value_name = "ARGS",
+        env = "KUBELET_GITOPS_FLAGS",
+        allow_hyphen_values = true
+    )]
+    flags: Option<String>,
+    /// A file holding the kubelet's flags: kubeadm's kubeadm-flags.env
+    /// (KUBELET_KUBEADM_ARGS="..."), a package's /etc/default/kubelet or
+    /// /etc/sysconfig/kubelet (KUBELET_EXTRA_ARGS=...), or a plain command line.
+    /// Repeatable; later files win, as in kubeadm's systemd drop-in.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "KUBELET_GITOPS_FLAGS_FILE",
+        value_delimiter = ','
+    )]
+    flags_file: Vec<PathBuf>,
+    /// The kubelet's --config-dir: every `*.conf` file in it (lexical order) is merged over
+    /// FILE before the flags are applied. Defaults to the --config-dir in the flags, if any.
+    #[arg(long, value_name = "DIR", env = "KUBELET_GITOPS_CONFIG_DIR")]
+    config_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct ValidateArgs {
+    /// KubeletConfiguration files (YAML or JSON) to check.
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<PathBuf>,
+    #[command(flatten)]
+    node: NodeArgs,
+}
+
+#[derive(Debug, Args)]
+struct RenderArgs {
+    /// Include the kubelet's defaults (the full effective config). Without it only the
+    /// fields set by FILE, the drop-ins and the flags are printed.
+    #[arg(long)]
+    effective: bool,
+    /// The KubeletConfiguration file (the kubelet's --config).
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+    #[command(flatten)]
+    node: NodeArgs,
+}
+
+#[derive(Debug, Args)]
+struct ConfigmapNameArgs {
+    /// The ConfigMap's name before the hash, e.g. kubelet-gpu.
+    #[arg(value_name = "BASENAME")]
+    basename: String,
+    /// The file stored under key `kubelet`.
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+}
+
+/// What went wrong, classified by exit code.
+#[derive(Debug)]
+enum Failure {
+    /// The input is invalid: problems already printed. Exit 1.
+    Invalid,
+    /// Usage or I/O error. Exit 2.
+    Usage(String),
+}
+
+impl Cli {
+    pub fn run(self) -> ExitCode {
+        let result = match self.command {
+            Command::Validate(a) => validate::run(&a.files, &a.node),
+            Command::Render(a) => render::run(&a.file, a.effective, &a.node),
+            Command::ConfigmapName(a) => configmap_name::run(&a.basename, &a.file),
+        };
+        match result {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(Failure::Invalid) => ExitCode::from(1),
+            Err(Failure::Usage(msg)) => {
+                eprintln!("error: {msg}");
+                ExitCode::from(2)
+            }
+        }
+    }
+}
