@@ -1,0 +1,276 @@
+//! A whole simulated cluster: the API server, the Nodes of an inventory, and a stand-in
+//! kubelet per node ([`Sim`]), and the `kubelet-gitops-sim` command line ([`cli`]).
+
+pub mod cli;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::faults::FaultConfig;
+use crate::inventory::{Inventory, InventoryError};
+use crate::kubelet::{
+    KubeletHandle, KubeletOptions, KubeletPaths, KubeletSpec, Kubelets, NodeApi, NodeStatus,
+    control_router, initial_effective_config, node_object_with,
+};
+use crate::reqlog::RequestLog;
+use crate::resources::kinds;
+use crate::server::ApiServer;
+use crate::store::{Store, WriteOptions};
+
+/// The namespaces every cluster has.
+pub const NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// The kubelet port a Node reports when the sim runs no stand-in kubelets.
+pub const DEFAULT_KUBELET_PORT: u16 = 10250;
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// The nodes.
+    pub inventory: Inventory,
+    /// Where the node roots (`nodes/<name>/`) and, by default, the kubeconfig go.
+    pub workdir: PathBuf,
+    /// Faults the API server injects into requests it serves over HTTP (the sim's own
+    /// writes, and in-process kubelets, are not subject to them).
+    pub faults: FaultConfig,
+    /// The nodes' cgroup hierarchy: v2 (true, the default) or v1. Overrides
+    /// `kubelet.cgroup_v2`.
+    pub cgroup_v2: bool,
+    /// Run a stand-in kubelet per node (default true). Without them the Nodes are
+    /// registered Ready and stay as they are, and no node roots are laid out.
+    pub kubelets: bool,
+    /// How the stand-in kubelets behave.
+    pub kubelet: KubeletOptions,
+    /// Where to write the kubeconfig; default `<workdir>/kubeconfig`.
+    pub kubeconfig_out: Option<PathBuf>,
+    /// How long [`Sim::start`] waits for every kubelet's first start to have an outcome.
+    pub settle_timeout: Duration,
+}
+
+impl SimConfig {
+    /// The defaults for `inventory` in `workdir`: no faults, cgroup v2, kubelets on.
+    pub fn new(inventory: Inventory, workdir: impl Into<PathBuf>) -> SimConfig {
+        SimConfig {
+            inventory,
+            workdir: workdir.into(),
+            faults: FaultConfig::default(),
+            cgroup_v2: true,
+            kubelets: true,
+            kubelet: KubeletOptions::default(),
+            kubeconfig_out: None,
+            settle_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Why a sim cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// The inventory breaks the rules.
+    #[error(transparent)]
+    Inventory(#[from] InventoryError),
+    /// A file or socket operation failed.
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A node cannot be set up.
+    #[error("{0}")]
+    Node(String),
+}
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> SimError {
+    let what = what.into();
+    move |source| SimError::Io { what, source }
+}
+
+/// A running simulated cluster.
+pub struct Sim {
+    server: ApiServer,
+    kubelets: Kubelets,
+    kubeconfig: PathBuf,
+    workdir: PathBuf,
+    inventory: Inventory,
+}
+
+impl std::fmt::Debug for Sim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sim")
+            .field("url", &self.server.url())
+            .field("kubeconfig", &self.kubeconfig)
+            .field("nodes", &self.inventory.nodes.len())
+            .finish()
+    }
+}
+
+/// The root directory of node `name` under `workdir`.
+pub fn node_root(workdir: &Path, name: &str) -> PathBuf {
+    workdir.join("nodes").join(name)
+}
+
+impl Sim {
+    /// Starts the API server, creates the namespaces and the inventory's Nodes, lays out
+    /// each node's root and starts its stand-in kubelet (unless `kubelets` is off), writes
+    /// the kubeconfig, and waits until every kubelet's first start has an outcome.
+    pub async fn start(config: SimConfig) -> Result<Sim, SimError> {
+        let SimConfig {
+            inventory,
+            workdir,
+            faults,
+            cgroup_v2,
+            kubelets: run_kubelets,
+            mut kubelet,
+            kubeconfig_out,
+            settle_timeout,
+        } = config;
+        inventory.validate()?;
+        kubelet.cgroup_v2 = cgroup_v2;
+        std::fs::create_dir_all(&workdir)
+            .map_err(io_err(format!("creating {}", workdir.display())))?;
+
+        let store = Store::new();
+        let opts = WriteOptions::default();
+        for ns in NAMESPACES {
+            let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+            match store.create(kinds::namespaces(), None, obj, &opts) {
+                Ok(_) => {}
+                Err(e) if e.code == 409 => {}
+                Err(e) => return Err(SimError::Node(format!("creating namespace {ns}: {e}"))),
+            }
+        }
+
+        // Ports first, so each Node names its kubelet's port from the start.
+        let mut specs = Vec::new();
+        for (index, node) in inventory.nodes.iter().enumerate() {
+            let port = if run_kubelets {
+                let l = std::net::TcpListener::bind(("127.0.0.1", 0))
+                    .map_err(io_err("reserving a kubelet port"))?;
+                l.local_addr()
+                    .map_err(io_err("reserving a kubelet port"))?
+                    .port()
+            } else {
+                DEFAULT_KUBELET_PORT
+            };
+            let cfg = initial_effective_config(node, cgroup_v2);
+            let status = NodeStatus::new(node, index, port, &cfg);
+            let obj = node_object_with(
+                node,
+                &status,
+                &crate::kubelet::rfc3339(std::time::SystemTime::now(), false),
+            );
+            store
+                .create(kinds::nodes(), None, obj, &opts)
+                .map_err(|e| SimError::Node(format!("creating node {}: {e}", node.name)))?;
+            if run_kubelets {
+                let paths = KubeletPaths::new(&node_root(&workdir, &node.name));
+                paths.prepare(node, cgroup_v2).map_err(SimError::Node)?;
+                specs.push(KubeletSpec {
+                    node: node.clone(),
+                    index,
+                    paths,
+                    port,
+                    options: kubelet.clone(),
+                });
+            }
+        }
+
+        let mut handles = BTreeMap::new();
+        for spec in specs {
+            let name = spec.node.name.clone();
+            let handle = KubeletHandle::spawn(spec, NodeApi::InProcess(store.clone()))
+                .map_err(io_err(format!("starting the kubelet of {name}")))?;
+            handles.insert(name, handle);
+        }
+        let kubelets: Kubelets = Arc::new(handles);
+
+        let server = ApiServer::start_with(store, faults, control_router(kubelets.clone()))
+            .await
+            .map_err(io_err("starting the API server"))?;
+        let kubeconfig = kubeconfig_out.unwrap_or_else(|| workdir.join("kubeconfig"));
+        server
+            .write_kubeconfig(&kubeconfig)
+            .map_err(io_err(format!("writing {}", kubeconfig.display())))?;
+
+        for handle in kubelets.values() {
+            // A kubelet that is slow to settle is reported through its state; not an error.
+            let _ = handle.settled(settle_timeout).await;
+        }
+        tracing::info!(url = %server.url(), nodes = inventory.nodes.len(), "sim started");
+        Ok(Sim {
+            server,
+            kubelets,
+            kubeconfig,
+            workdir,
+            inventory,
+        })
+    }
+
+    /// The API server's URL (`http://127.0.0.1:PORT`).
+    pub fn url(&self) -> String {
+        self.server.url()
+    }
+
+    /// The API server.
+    pub fn server(&self) -> &ApiServer {
+        &self.server
+    }
+
+    /// The API server's store.
+    pub fn store(&self) -> &Store {
+        &self.server.store
+    }
+
+    /// Every API request served over HTTP (in-process kubelets do not appear in it).
+    pub fn request_log(&self) -> &RequestLog {
+        &self.server.log
+    }
+
+    /// Replaces the API server's faults.
+    pub fn set_faults(&self, faults: FaultConfig) {
+        self.server.set_faults(faults);
+    }
+
+    /// The kubeconfig written for the API server.
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// The work directory.
+    pub fn workdir(&self) -> &Path {
+        &self.workdir
+    }
+
+    /// The inventory the sim runs.
+    pub fn inventory(&self) -> &Inventory {
+        &self.inventory
+    }
+
+    /// Node `name`'s stand-in kubelet (`None` for an unknown node or without kubelets).
+    pub fn kubelet(&self, name: &str) -> Option<&KubeletHandle> {
+        self.kubelets.get(name)
+    }
+
+    /// Every stand-in kubelet, by node name.
+    pub fn kubelets(&self) -> &BTreeMap<String, KubeletHandle> {
+        &self.kubelets
+    }
+
+    /// The root directory of node `name` (laid out only when kubelets run).
+    pub fn node_root(&self, name: &str) -> PathBuf {
+        node_root(&self.workdir, name)
+    }
+
+    /// Stops every kubelet, then the API server.
+    pub async fn shutdown(self) {
+        for handle in self.kubelets.values() {
+            handle.shutdown().await;
+        }
+        self.server.shutdown().await;
+    }
+}

@@ -1,0 +1,821 @@
+//! Object validation as the real server does it: names, labels, annotations, sizes and
+//! the per-kind rules we serve (k8s.io/apimachinery/pkg/util/validation,
+//! k8s.io/apimachinery/pkg/api/validation/objectmeta.go,
+//! pkg/apis/core/validation/validation.go). Field errors are [`Cause`]s whose messages
+//! are upstream's `field.Error.ErrorBody()` texts.
+
+use base64::Engine as _;
+use serde_json::{Map, Value};
+
+use crate::error::Cause;
+use crate::resources::ResourceType;
+
+/// Total size of all annotation keys and values: 256 KiB.
+pub const TOTAL_ANNOTATION_SIZE_LIMIT: usize = 256 * 1024;
+/// Maximum size of a ConfigMap's data + binaryData, and of a Secret's data: 1 MiB.
+pub const MAX_DATA_SIZE: usize = 1024 * 1024;
+/// The immutability message for ConfigMaps and Secrets.
+pub const IMMUTABLE_WHEN_SET: &str = "field is immutable when `immutable` is set";
+/// `ValidateImmutableField`'s message.
+pub const FIELD_IMMUTABLE: &str = "field is immutable";
+
+/// Go's `%q` of a string: double-quoted with Go escapes.
+pub fn go_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            '\u{7}' => out.push_str("\\a"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\u{b}' => out.push_str("\\v"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// `field.Invalid(field, value, detail)` for a string value.
+pub fn invalid(field: &str, value: &str, detail: &str) -> Cause {
+    let mut message = format!("Invalid value: {}", go_quote(value));
+    if !detail.is_empty() {
+        message.push_str(": ");
+        message.push_str(detail);
+    }
+    Cause {
+        field: field.to_string(),
+        reason: "FieldValueInvalid",
+        message,
+    }
+}
+
+/// `field.Invalid` for a non-string value (numbers and booleans print plainly).
+pub fn invalid_value(field: &str, value: &Value, detail: &str) -> Cause {
+    let shown = match value {
+        Value::String(s) => go_quote(s),
+        Value::Null => "null".to_string(),
+        other => other.to_string(),
+    };
+    let mut message = format!("Invalid value: {shown}");
+    if !detail.is_empty() {
+        message.push_str(": ");
+        message.push_str(detail);
+    }
+    Cause {
+        field: field.to_string(),
+        reason: "FieldValueInvalid",
+        message,
+    }
+}
+
+fn with_detail(kind: &str, detail: &str) -> String {
+    if detail.is_empty() {
+        kind.to_string()
+    } else {
+        format!("{kind}: {detail}")
+    }
+}
+
+/// `field.Required(field, detail)`.
+pub fn required(field: &str, detail: &str) -> Cause {
+    Cause {
+        field: field.to_string(),
+        reason: "FieldValueRequired",
+        message: with_detail("Required value", detail),
+    }
+}
+
+/// `field.Forbidden(field, detail)`.
+pub fn forbidden(field: &str, detail: &str) -> Cause {
+    Cause {
+        field: field.to_string(),
+        reason: "FieldValueForbidden",
+        message: with_detail("Forbidden", detail),
+    }
+}
+
+/// `field.TooLong(field, _, max)`: `Too long: must have at most N bytes`.
+pub fn too_long(field: &str, max: usize) -> Cause {
+    Cause {
+        field: field.to_string(),
+        reason: "FieldValueTooLong",
+        message: format!("Too long: must have at most {max} bytes"),
+    }
+}
+
+/// `field.NotSupported(field, value, valid)`.
+pub fn not_supported(field: &str, value: &str, valid: &[&str]) -> Cause {
+    let mut message = format!("Unsupported value: {}", go_quote(value));
+    if !valid.is_empty() {
+        let q: Vec<String> = valid.iter().map(|v| go_quote(v)).collect();
+        message.push_str(": supported values: ");
+        message.push_str(&q.join(", "));
+    }
+    Cause {
+        field: field.to_string(),
+        reason: "FieldValueNotSupported",
+        message,
+    }
+}
+
+/// `field.Duplicate(field, value)`.
+pub fn duplicate(field: &str, value: &str) -> Cause {
+    Cause {
+        field: field.to_string(),
+        reason: "FieldValueDuplicate",
+        message: format!("Duplicate value: {}", go_quote(value)),
+    }
+}
+
+/// A field path element for a map key: `data[key]`.
+pub fn key_path(parent: &str, key: &str) -> String {
+    format!("{parent}[{key}]")
+}
+
+/// util/validation's `MaxLenError` (DNS names, config keys).
+fn max_len_error(n: usize) -> String {
+    format!("must be no more than {n} characters")
+}
+
+/// api/validate/content's `MaxLenError` (label keys and values), which counts bytes.
+fn content_max_len_error(n: usize) -> String {
+    format!("must be no more than {n} bytes")
+}
+
+fn regex_error(msg: &str, fmt: &str, examples: &[&str]) -> String {
+    if examples.is_empty() {
+        return format!("{msg} (regex used for validation is '{fmt}')");
+    }
+    let mut s = format!("{msg} (e.g. ");
+    for (i, e) in examples.iter().enumerate() {
+        if i > 0 {
+            s.push_str(" or ");
+        }
+        s.push_str(&format!("'{e}', "));
+    }
+    s.push_str(&format!("regex used for validation is '{fmt}')"));
+    s
+}
+
+const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
+const DNS1123_SUBDOMAIN_FMT: &str =
+    "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
+const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character";
+const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
+const LABEL_KEY_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
+const LABEL_KEY_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
+const LABEL_VALUE_FMT: &str = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
+const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
+const CONFIG_KEY_FMT: &str = "[-._a-zA-Z0-9]+";
+const CONFIG_KEY_MSG: &str =
+    "a valid config key must consist of alphanumeric characters, '-', '_' or '.'";
+
+fn is_dns_label_shape(s: &str) -> bool {
+    let b = s.as_bytes();
+    let alnum = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    !b.is_empty()
+        && alnum(b[0])
+        && alnum(b[b.len() - 1])
+        && b.iter().all(|&c| alnum(c) || c == b'-')
+}
+
+fn is_dns_subdomain_shape(s: &str) -> bool {
+    !s.is_empty() && s.split('.').all(is_dns_label_shape)
+}
+
+/// `IsDNS1123Label`'s error strings.
+pub fn dns1123_label_errors(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > 63 {
+        errs.push(max_len_error(63));
+    }
+    if !is_dns_label_shape(value) {
+        if is_dns_subdomain_shape(value) {
+            errs.push("must not contain dots".to_string());
+        } else {
+            errs.push(regex_error(
+                DNS1123_LABEL_MSG,
+                DNS1123_LABEL_FMT,
+                &["my-name", "123-abc"],
+            ));
+        }
+    }
+    errs
+}
+
+/// `IsDNS1123Subdomain`'s error strings.
+pub fn dns1123_subdomain_errors(value: &str) -> Vec<String> {
+    subdomain_errors(value, max_len_error)
+}
+
+fn subdomain_errors(value: &str, max_len: fn(usize) -> String) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > 253 {
+        errs.push(max_len(253));
+    }
+    if !is_dns_subdomain_shape(value) {
+        errs.push(regex_error(
+            DNS1123_SUBDOMAIN_MSG,
+            DNS1123_SUBDOMAIN_FMT,
+            &["example.com"],
+        ));
+    }
+    errs
+}
+
+fn is_label_name_shape(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+}
+
+/// `IsQualifiedName` / `IsLabelKey`'s error strings.
+pub fn label_key_errors(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    let parts: Vec<&str> = value.split('/').collect();
+    let name = match parts.as_slice() {
+        [name] => *name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                errs.push("prefix part must be non-empty".to_string());
+            } else {
+                for m in subdomain_errors(prefix, content_max_len_error) {
+                    errs.push(format!("prefix part {m}"));
+                }
+            }
+            *name
+        }
+        _ => {
+            errs.push(format!(
+                "a valid label key {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+                regex_error(LABEL_KEY_MSG, LABEL_KEY_FMT, &["MyName", "my.name", "123-abc"])
+            ));
+            return errs;
+        }
+    };
+    if name.is_empty() {
+        errs.push("name part must be non-empty".to_string());
+    } else if name.len() > 63 {
+        errs.push(format!("name part {}", content_max_len_error(63)));
+    }
+    if !is_label_name_shape(name) {
+        errs.push(format!(
+            "name part {}",
+            regex_error(
+                LABEL_KEY_MSG,
+                LABEL_KEY_FMT,
+                &["MyName", "my.name", "123-abc"]
+            )
+        ));
+    }
+    errs
+}
+
+/// `IsValidLabelValue`'s error strings.
+pub fn label_value_errors(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > 63 {
+        errs.push(content_max_len_error(63));
+    }
+    if !value.is_empty() && !is_label_name_shape(value) {
+        errs.push(regex_error(
+            LABEL_VALUE_MSG,
+            LABEL_VALUE_FMT,
+            &["MyValue", "my_value", "12345"],
+        ));
+    }
+    errs
+}
+
+/// `IsConfigMapKey`'s error strings.
+pub fn config_map_key_errors(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > 253 {
+        errs.push(max_len_error(253));
+    }
+    let ok = !value.is_empty()
+        && value
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'));
+    if !ok {
+        errs.push(regex_error(
+            CONFIG_KEY_MSG,
+            CONFIG_KEY_FMT,
+            &["key.name", "KEY_NAME", "key-name"],
+        ));
+    }
+    if value == "." {
+        errs.push("must not be '.'".to_string());
+    } else if value == ".." {
+        errs.push("must not be '..'".to_string());
+    } else if value.starts_with("..") {
+        errs.push("must not start with '..'".to_string());
+    }
+    errs
+}
+
+/// Name rule of a resource: namespaces are DNS-1123 labels, everything else we serve
+/// is a DNS-1123 subdomain.
+pub fn name_errors(rt: &ResourceType, name: &str) -> Vec<String> {
+    if rt.plural == "namespaces" && rt.group.is_empty() {
+        dns1123_label_errors(name)
+    } else {
+        dns1123_subdomain_errors(name)
+    }
+}
+
+fn str_map<'a>(obj: &'a Value, ptr: &str) -> Option<&'a Map<String, Value>> {
+    obj.pointer(ptr).and_then(Value::as_object)
+}
+
+/// `ValidateObjectMeta` (create) for the parts we model: name, namespace, labels,
+/// annotations (keys and 256 KiB total), finalizers, ownerReferences.
+pub fn validate_object_meta(rt: &ResourceType, obj: &Value) -> Vec<Cause> {
+    let mut errs = Vec::new();
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if name.is_empty() {
+        errs.push(required(
+            "metadata.name",
+            "name or generateName is required",
+        ));
+    } else {
+        for m in name_errors(rt, name) {
+            errs.push(invalid("metadata.name", name, &m));
+        }
+    }
+    let ns = obj
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if rt.namespaced {
+        if ns.is_empty() {
+            errs.push(required("metadata.namespace", ""));
+        } else {
+            for m in dns1123_label_errors(ns) {
+                errs.push(invalid("metadata.namespace", ns, &m));
+            }
+        }
+    } else if !ns.is_empty() {
+        errs.push(forbidden("metadata.namespace", "not allowed on this type"));
+    }
+    errs.extend(validate_meta_common(obj));
+    errs
+}
+
+/// Labels, annotations, finalizers and owner references (shared by create and update).
+pub fn validate_meta_common(obj: &Value) -> Vec<Cause> {
+    let mut errs = Vec::new();
+    if let Some(labels) = str_map(obj, "/metadata/labels") {
+        for (k, v) in labels {
+            for m in label_key_errors(k) {
+                errs.push(invalid("metadata.labels", k, &m));
+            }
+            match v.as_str() {
+                Some(v) => {
+                    for m in label_value_errors(v) {
+                        errs.push(invalid("metadata.labels", v, &m));
+                    }
+                }
+                None => errs.push(invalid_value(
+                    &format!("metadata.labels[{k}]"),
+                    v,
+                    "must be a string",
+                )),
+            }
+        }
+    }
+    if let Some(ann) = str_map(obj, "/metadata/annotations") {
+        let mut total = 0usize;
+        for (k, v) in ann {
+            for m in label_key_errors(&k.to_lowercase()) {
+                errs.push(invalid("metadata.annotations", k, &m));
+            }
+            total += k.len() + v.as_str().map_or(0, str::len);
+        }
+        if total > TOTAL_ANNOTATION_SIZE_LIMIT {
+            errs.push(too_long(
+                "metadata.annotations",
+                TOTAL_ANNOTATION_SIZE_LIMIT,
+            ));
+        }
+    }
+    if let Some(fins) = obj
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+    {
+        for f in fins {
+            let f = f.as_str().unwrap_or("");
+            for m in label_key_errors(f) {
+                errs.push(invalid("metadata.finalizers", f, &m));
+            }
+        }
+    }
+    if let Some(refs) = obj
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+    {
+        for r in refs {
+            let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("");
+            let av = s("apiVersion");
+            let version = av.rsplit('/').next().unwrap_or("");
+            if version.is_empty() {
+                errs.push(invalid(
+                    "metadata.ownerReferences.apiVersion",
+                    av,
+                    "version must not be empty",
+                ));
+            }
+            for (k, path) in [
+                ("kind", "metadata.ownerReferences.kind"),
+                ("name", "metadata.ownerReferences.name"),
+                ("uid", "metadata.ownerReferences.uid"),
+            ] {
+                if s(k).is_empty() {
+                    errs.push(invalid(path, "", "must not be empty"));
+                }
+            }
+        }
+    }
+    errs
+}
+
+/// `ValidateObjectMetaUpdate`'s immutable fields (name, namespace, uid, creationTimestamp).
+pub fn validate_object_meta_update(new: &Value, old: &Value) -> Vec<Cause> {
+    let mut errs = Vec::new();
+    for (ptr, field) in [
+        ("/metadata/name", "metadata.name"),
+        ("/metadata/namespace", "metadata.namespace"),
+        ("/metadata/uid", "metadata.uid"),
+        ("/metadata/creationTimestamp", "metadata.creationTimestamp"),
+    ] {
+        let n = new.pointer(ptr).cloned().unwrap_or(Value::Null);
+        let o = old.pointer(ptr).cloned().unwrap_or(Value::Null);
+        let n_empty = n.is_null() || n.as_str() == Some("");
+        let o_empty = o.is_null() || o.as_str() == Some("");
+        if n != o && !(n_empty && o_empty) {
+            errs.push(invalid_value(field, &n, FIELD_IMMUTABLE));
+        }
+    }
+    errs.extend(validate_meta_common(new));
+    errs
+}
+
+fn data_size_and_keys(obj: &Value, field: &str, errs: &mut Vec<Cause>, decode: bool) -> usize {
+    let mut total = 0usize;
+    if let Some(m) = obj.get(field).and_then(Value::as_object) {
+        for (k, v) in m {
+            for msg in config_map_key_errors(k) {
+                errs.push(invalid(&key_path(field, k), k, &msg));
+            }
+            let s = v.as_str().unwrap_or("");
+            total += if decode {
+                base64::engine::general_purpose::STANDARD
+                    .decode(s)
+                    .map_or(s.len(), |b| b.len())
+            } else {
+                s.len()
+            };
+        }
+    }
+    total
+}
+
+/// Per-kind validation of a new or updated object (`old` is the stored object for an
+/// update). Returns the field errors; empty when valid.
+pub fn validate(rt: &ResourceType, obj: &Value, old: Option<&Value>) -> Vec<Cause> {
+    let mut errs = match old {
+        None => validate_object_meta(rt, obj),
+        Some(old) => validate_object_meta_update(obj, old),
+    };
+    match (rt.group, rt.kind) {
+        ("", "ConfigMap") => {
+            let mut total = data_size_and_keys(obj, "data", &mut errs, false);
+            total += data_size_and_keys(obj, "binaryData", &mut errs, true);
+            if let (Some(d), Some(b)) = (
+                obj.get("data").and_then(Value::as_object),
+                obj.get("binaryData").and_then(Value::as_object),
+            ) {
+                for k in d.keys() {
+                    if b.contains_key(k) {
+                        errs.push(invalid(
+                            &key_path("data", k),
+                            k,
+                            "duplicate of key present in binaryData",
+                        ));
+                    }
+                }
+            }
+            if total > MAX_DATA_SIZE {
+                errs.push(too_long("[]", MAX_DATA_SIZE));
+            }
+            if let Some(old) = old {
+                errs.extend(immutable_data_rules(obj, old, &["data", "binaryData"]));
+            }
+        }
+        ("", "Secret") => {
+            let total = data_size_and_keys(obj, "data", &mut errs, true);
+            if total > MAX_DATA_SIZE {
+                errs.push(too_long("data", MAX_DATA_SIZE));
+            }
+            if let Some(old) = old {
+                let t = |o: &Value| {
+                    o.get("type")
+                        .and_then(Value::as_str)
+                        .unwrap_or("Opaque")
+                        .to_string()
+                };
+                if t(obj) != t(old) {
+                    errs.push(invalid("type", &t(obj), FIELD_IMMUTABLE));
+                }
+                errs.extend(immutable_data_rules(obj, old, &["data"]));
+            }
+        }
+        ("", "Node") => {
+            if let Some(taints) = obj.pointer("/spec/taints").and_then(Value::as_array) {
+                let mut seen: Vec<(String, String)> = Vec::new();
+                for (i, t) in taints.iter().enumerate() {
+                    let key = t.get("key").and_then(Value::as_str).unwrap_or("");
+                    let effect = t.get("effect").and_then(Value::as_str).unwrap_or("");
+                    let base = format!("spec.taints[{i}]");
+                    if key.is_empty() {
+                        errs.push(required(&format!("{base}.key"), ""));
+                    } else {
+                        for m in label_key_errors(key) {
+                            errs.push(invalid(&format!("{base}.key"), key, &m));
+                        }
+                    }
+                    if let Some(v) = t.get("value").and_then(Value::as_str) {
+                        for m in label_value_errors(v) {
+                            errs.push(invalid(&format!("{base}.value"), v, &m));
+                        }
+                    }
+                    const EFFECTS: [&str; 3] = ["NoExecute", "NoSchedule", "PreferNoSchedule"];
+                    if effect.is_empty() {
+                        errs.push(required(&format!("{base}.effect"), ""));
+                    } else if !EFFECTS.contains(&effect) {
+                        errs.push(not_supported(&format!("{base}.effect"), effect, &EFFECTS));
+                    }
+                    let pair = (key.to_string(), effect.to_string());
+                    if seen.contains(&pair) {
+                        errs.push(duplicate(&base, &format!("{key}:{effect}")));
+                    }
+                    seen.push(pair);
+                }
+            }
+        }
+        ("coordination.k8s.io", "Lease") => {
+            for f in ["leaseDurationSeconds", "leaseTransitions"] {
+                if let Some(v) = obj.pointer(&format!("/spec/{f}"))
+                    && v.as_i64().is_some_and(|n| n < 0)
+                {
+                    errs.push(invalid_value(
+                        &format!("spec.{f}"),
+                        v,
+                        "must be greater than or equal to 0",
+                    ));
+                }
+            }
+        }
+        _ => {}
+    }
+    errs
+}
+
+fn immutable_data_rules(new: &Value, old: &Value, fields: &[&str]) -> Vec<Cause> {
+    let mut errs = Vec::new();
+    if old.get("immutable").and_then(Value::as_bool) == Some(true) {
+        if new.get("immutable").and_then(Value::as_bool) != Some(true) {
+            errs.push(forbidden("immutable", IMMUTABLE_WHEN_SET));
+        }
+        for f in fields {
+            let empty = |v: Option<&Value>| match v {
+                None | Some(Value::Null) => true,
+                Some(Value::Object(m)) => m.is_empty(),
+                _ => false,
+            };
+            let (n, o) = (new.get(*f), old.get(*f));
+            let same = (empty(n) && empty(o)) || n == o;
+            if !same {
+                errs.push(forbidden(f, IMMUTABLE_WHEN_SET));
+            }
+        }
+    }
+    errs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ApiError;
+    use crate::resources::kinds;
+    use serde_json::json;
+
+    #[test]
+    fn dns_names() {
+        assert!(dns1123_subdomain_errors("a.b-c").is_empty());
+        assert_eq!(
+            dns1123_subdomain_errors("Abc"),
+            vec![
+                "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+            ]
+        );
+        let long = "a".repeat(254);
+        assert_eq!(
+            dns1123_subdomain_errors(&long),
+            vec!["must be no more than 253 characters"]
+        );
+        assert_eq!(dns1123_label_errors("a.b"), vec!["must not contain dots"]);
+        assert!(dns1123_label_errors("-a")[0].starts_with("a lowercase RFC 1123 label"));
+        assert!(dns1123_label_errors("ab-1").is_empty());
+    }
+
+    #[test]
+    fn label_keys_and_values() {
+        assert!(label_key_errors("example.com/my-key_1.x").is_empty());
+        assert_eq!(
+            label_key_errors("/a"),
+            vec!["prefix part must be non-empty"]
+        );
+        assert_eq!(
+            label_key_errors("a/"),
+            vec![
+                "name part must be non-empty".to_string(),
+                format!(
+                    "name part {}",
+                    regex_error(
+                        LABEL_KEY_MSG,
+                        LABEL_KEY_FMT,
+                        &["MyName", "my.name", "123-abc"]
+                    )
+                ),
+            ]
+        );
+        assert!(label_key_errors("a/b/c")[0].starts_with("a valid label key must consist"));
+        assert!(
+            label_key_errors("Bad_Prefix/x")[0]
+                .starts_with("prefix part a lowercase RFC 1123 subdomain")
+        );
+        assert!(label_value_errors("").is_empty());
+        assert!(label_value_errors("v1.2_x").is_empty());
+        assert_eq!(
+            label_value_errors(&"a".repeat(64)),
+            vec!["must be no more than 63 bytes"]
+        );
+        assert!(label_value_errors("-x")[0].starts_with("a valid label must be an empty string"));
+    }
+
+    #[test]
+    fn config_map_keys() {
+        assert!(config_map_key_errors("kubelet.yaml").is_empty());
+        assert_eq!(
+            config_map_key_errors("..x"),
+            vec!["must not start with '..'"]
+        );
+        assert!(config_map_key_errors("a/b")[0].starts_with("a valid config key"));
+    }
+
+    #[test]
+    fn object_meta_messages() {
+        let cm = json!({"metadata": {"name": "Bad_Name", "namespace": "default"}});
+        let errs = validate(kinds::configmaps(), &cm, None);
+        let e = ApiError::invalid(kinds::configmaps(), "Bad_Name", errs);
+        assert!(
+            e.message.starts_with("ConfigMap \"Bad_Name\" is invalid: metadata.name: Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain"),
+            "{}",
+            e.message
+        );
+        let ns = json!({"metadata": {"name": "a.b"}});
+        let errs = validate(kinds::namespaces(), &ns, None);
+        assert_eq!(
+            errs[0].message,
+            "Invalid value: \"a.b\": must not contain dots"
+        );
+        let node = json!({"metadata": {"name": "n", "namespace": "x"}});
+        let errs = validate(kinds::nodes(), &node, None);
+        assert_eq!(
+            errs[0].to_string(),
+            "metadata.namespace: Forbidden: not allowed on this type"
+        );
+        let noname = json!({"metadata": {"namespace": "default"}});
+        let errs = validate(kinds::configmaps(), &noname, None);
+        assert_eq!(
+            errs[0].to_string(),
+            "metadata.name: Required value: name or generateName is required"
+        );
+    }
+
+    #[test]
+    fn labels_and_annotations() {
+        let cm = json!({"metadata": {"name": "a", "namespace": "d", "labels": {"k": "bad value"}}});
+        let errs = validate(kinds::configmaps(), &cm, None);
+        assert_eq!(errs.len(), 1);
+        assert!(
+            errs[0]
+                .to_string()
+                .starts_with("metadata.labels: Invalid value: \"bad value\": a valid label")
+        );
+        let big = "x".repeat(TOTAL_ANNOTATION_SIZE_LIMIT);
+        let cm = json!({"metadata": {"name": "a", "namespace": "d", "annotations": {"k": big}}});
+        let errs = validate(kinds::configmaps(), &cm, None);
+        assert_eq!(
+            errs[0].to_string(),
+            "metadata.annotations: Too long: must have at most 262144 bytes"
+        );
+        let ok = "x".repeat(TOTAL_ANNOTATION_SIZE_LIMIT - 1);
+        let cm = json!({"metadata": {"name": "a", "namespace": "d", "annotations": {"k": ok}}});
+        assert!(validate(kinds::configmaps(), &cm, None).is_empty());
+        // Annotation keys are checked case-insensitively.
+        let cm = json!({"metadata": {"name": "a", "namespace": "d", "annotations": {"Example.COM/Key": "v"}}});
+        assert!(validate(kinds::configmaps(), &cm, None).is_empty());
+    }
+
+    #[test]
+    fn config_map_size_and_immutability() {
+        let big = "x".repeat(MAX_DATA_SIZE + 1);
+        let cm = json!({"metadata": {"name": "a", "namespace": "d"}, "data": {"k": big}});
+        let errs = validate(kinds::configmaps(), &cm, None);
+        let e = ApiError::invalid(kinds::configmaps(), "a", errs);
+        assert_eq!(
+            e.message,
+            "ConfigMap \"a\" is invalid: []: Too long: must have at most 1048576 bytes"
+        );
+        let exact = "x".repeat(MAX_DATA_SIZE);
+        let cm = json!({"metadata": {"name": "a", "namespace": "d"}, "data": {"k": exact}});
+        assert!(validate(kinds::configmaps(), &cm, None).is_empty());
+
+        let old = json!({"metadata": {"name": "a", "namespace": "d"}, "data": {"k": "1"}, "immutable": true});
+        let new = json!({"metadata": {"name": "a", "namespace": "d"}, "data": {"k": "2"}, "immutable": true});
+        let e = ApiError::invalid(
+            kinds::configmaps(),
+            "a",
+            validate(kinds::configmaps(), &new, Some(&old)),
+        );
+        assert_eq!(
+            e.message,
+            "ConfigMap \"a\" is invalid: data: Forbidden: field is immutable when `immutable` is set"
+        );
+        let unset = json!({"metadata": {"name": "a", "namespace": "d"}, "data": {"k": "1"}, "immutable": false});
+        let errs = validate(kinds::configmaps(), &unset, Some(&old));
+        assert_eq!(
+            errs[0].to_string(),
+            "immutable: Forbidden: field is immutable when `immutable` is set"
+        );
+        let labels_only = json!({"metadata": {"name": "a", "namespace": "d", "labels": {"x": "y"}}, "data": {"k": "1"}, "immutable": true});
+        assert!(validate(kinds::configmaps(), &labels_only, Some(&old)).is_empty());
+    }
+
+    #[test]
+    fn secret_rules() {
+        let s = json!({"metadata": {"name": "s", "namespace": "d"}, "data": {"bad key": "eA=="}});
+        let errs = validate(kinds::secrets(), &s, None);
+        assert_eq!(errs[0].field, "data[bad key]");
+        let old = json!({"metadata": {"name": "s", "namespace": "d"}, "type": "Opaque"});
+        let new = json!({"metadata": {"name": "s", "namespace": "d"}, "type": "kubernetes.io/tls"});
+        let errs = validate(kinds::secrets(), &new, Some(&old));
+        assert_eq!(
+            errs[0].to_string(),
+            "type: Invalid value: \"kubernetes.io/tls\": field is immutable"
+        );
+    }
+
+    #[test]
+    fn node_taints() {
+        let n = json!({"metadata": {"name": "n"}, "spec": {"taints": [{"key": "k", "effect": "Sometimes"}]}});
+        let errs = validate(kinds::nodes(), &n, None);
+        assert_eq!(
+            errs[0].to_string(),
+            "spec.taints[0].effect: Unsupported value: \"Sometimes\": supported values: \"NoExecute\", \"NoSchedule\", \"PreferNoSchedule\""
+        );
+    }
+
+    #[test]
+    fn update_immutable_meta() {
+        let old = json!({"metadata": {"name": "a", "uid": "1"}});
+        let new = json!({"metadata": {"name": "a", "uid": "2"}});
+        let errs = validate_object_meta_update(&new, &old);
+        assert_eq!(
+            errs[0].to_string(),
+            "metadata.uid: Invalid value: \"2\": field is immutable"
+        );
+    }
+
+    #[test]
+    fn quoting() {
+        assert_eq!(go_quote("a\"b\\\n"), "\"a\\\"b\\\\\\n\"");
+    }
+}
