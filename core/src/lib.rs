@@ -5,7 +5,8 @@
 //! with file/line/field errors ([`decode`]), the kubelet's defaulting ([`defaults`]) and
 //! validation ([`validation`]), its command-line flags and their precedence ([`flags`],
 //! [`effective`]), node-allocatable arithmetic and cgroup layout ([`allocatable`]), and
-//! the content-addressed ConfigMap names that `kubectl --append-hash` computes ([`hash`]).
+//! the content-addressed ConfigMap names that `kubectl --append-hash` computes ([`hash`]),
+//! and the node protocol both binaries speak ([`protocol`]).
 //!
 //! Nothing in this crate talks to a Kubernetes API server.
 
@@ -17,6 +18,7 @@ pub mod effective;
 pub mod features;
 pub mod flags;
 pub mod hash;
+pub mod protocol;
 pub mod quantity;
 pub mod types;
 pub mod validation;
