@@ -152,7 +152,10 @@ impl State {
 
     /// Between assignment and an outcome: counts against maxUnavailable.
     pub fn is_in_progress(self) -> bool {
-        matches!(self, State::Downloading | State::Applying | State::Verifying)
+        matches!(
+            self,
+            State::Downloading | State::Applying | State::Verifying
+        )
     }
 }
 
@@ -164,7 +167,9 @@ impl fmt::Display for State {
 
 /// An annotation value that is not a [`State`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown state {0:?} (one of Downloading, Applying, Verifying, Done, Degraded, RolledBack)")]
+#[error(
+    "unknown state {0:?} (one of Downloading, Applying, Verifying, Done, Degraded, RolledBack)"
+)]
 pub struct UnknownState(pub String);
 
 impl FromStr for State {

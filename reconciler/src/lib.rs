@@ -3,3 +3,5 @@
 //! Today: `validate`, `render` and `configmap-name`, which answer from files alone.
 
 pub mod cli;
+pub mod model;
+pub mod source;
