@@ -1,0 +1,403 @@
+//! Rollout planning: which nodes get which config this round ([`plan_rollout`]), and how
+//! far each pool has come ([`PoolReport`]).
+//!
+//! Pure and synchronous: the inputs are the pools with their target ConfigMap for the
+//! current commit and the nodes as the watch shows them; the output is a list of
+//! [`NodeAction`]s for the controller to send (as [`annotation_patch`]es) and a report
+//! per pool. No clock is read (the only times are creation timestamps, which are inputs)
+//! and no state is kept between rounds: everything is derived from the node annotations
+//! of the node protocol (`kubelet_gitops_core::protocol`), so a restarted reconciler
+//! plans exactly what the previous one would have.
+//!
+//! # Rules
+//!
+//! - **Membership.** Nodes belong to pools by [`model::assign`]:
+//!   highest priority wins. A node that two pools of the same priority select is an
+//!   [`Overlap`]: it is listed in [`RolloutPlan::overlaps`] and gets no action at all, its
+//!   annotations stay as they are.
+//! - **Classification.** Each node of a pool is classified against the pool's target `T`
+//!   by [`node_status`], from desired-config, current-config, state, observed-config and
+//!   message. A report is about `T` only when observed-config equals desired-config:
+//!   - *Done*: desired, observed and current are `T`, state `Done`;
+//!   - *Failed*: desired and observed are `T`, state `Degraded` or `RolledBack`;
+//!   - *busy*: desired names a ConfigMap and the node has not settled on it (observed
+//!     differs, or the state is `Downloading`/`Applying`/`Verifying`, absent or unknown,
+//!     or `Done` without current-config naming it). Busy nodes count against
+//!     maxUnavailable whatever config they are busy with: on `T` they are *in progress*,
+//!     on another ConfigMap (the previous target, mid-rollout) they are *busy* elsewhere;
+//!   - *Waiting*: desired is not `T` and the node is not busy (no desired-config, or a
+//!     config it has settled on, a failure about an older target included).
+//! - **maxUnavailable.** `m = rollout.maxUnavailable.resolve(pool size)` (a percentage
+//!   rounds down, never below 1). This round assigns `T` to at most `m - busy` Waiting
+//!   nodes (never negative), taken in canary order.
+//! - **Canary.** The canary nodes are the first `rollout.canary` nodes of the pool in
+//!   canary order: nodes labelled `kubelet-gitops.io/canary=true` ([`CANARY_LABEL`])
+//!   first, then by name; a pool with fewer nodes than `canary` treats all as canary.
+//!   Until every canary node is Done on `T`, only canary nodes may be assigned `T`.
+//!   Membership decides the canary set each round, so a node joining or leaving the
+//!   front of the order can move it; the gate then waits for the new set.
+//! - **Halt.** Any Failed node halts the pool ([`PoolPhase::Halted`]): nothing new is
+//!   assigned to `T`. The failed node keeps its desired-config (its agent has already
+//!   returned to last-known-good; the report shows why). A new commit changes `T` and the
+//!   rollout restarts: the failed node is then Waiting, its report being about the old
+//!   target.
+//! - **Paused.** `rollout.paused` assigns nothing new ([`PoolPhase::Paused`]); reports are
+//!   still computed.
+//! - **New nodes.** A node with no desired-config whose creation time is later than the
+//!   target ConfigMap's joined after the config was published: it gets `T` at once
+//!   (reason `"new node"`), outside canary and maxUnavailable, unless the pool is paused
+//!   or halted. A node (or target) whose creation time is unknown is never new. A new
+//!   node is busy from the next round on and counts against maxUnavailable then.
+//! - **Leaving.** A node in no pool (and in no overlap) whose desired-config names a
+//!   ConfigMap in the reconciler's namespace left every pool (its labels changed, or its
+//!   pool was removed from the repository): it gets [`NodeChange::Unassign`] at once
+//!   (reason `"left every pool"`) and returns to its local config. A desired-config naming
+//!   another namespace, `local` or something unparseable is not ours and is left alone.
+//!   Reconciler annotations left without a desired-config (someone removed it by hand)
+//!   are cleared the same way (reason `"stale annotations"`).
+//! - **Settings.** A node whose desired-config is already `T` but whose health-timeout,
+//!   lkg-grace or pool annotation differs from the pool's (the rollout settings changed,
+//!   not the config) gets them rewritten (reason `"rollout settings changed"`). This does
+//!   not change what the node runs, so neither canary, maxUnavailable, pause nor halt
+//!   holds it back.
+//! - **No-op suppression.** No action is emitted whose patch would leave the node's
+//!   annotations as they are, so a converged cluster costs no writes.
+//! - **Determinism.** Actions are sorted by pool (unassignments, which have none, first)
+//!   then node; reports by pool. The order of the input slices does not matter.
+//! - **Reports.** Counts are about the pool's current target: `done + in_progress +
+//!   waiting + failed == nodes`. Phase: [`PoolPhase::Empty`] when the pool selects no node,
+//!   else Halted when a node failed, else Complete when every node is Done on `T`, else
+//!   Paused when paused, else Progressing.
+
+mod node;
+mod patch;
+#[cfg(test)]
+pub(crate) mod testing;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+
+use kubelet_gitops_core::protocol::{
+    ConfigRef, DESIRED_CONFIG, HEALTH_TIMEOUT, LKG_GRACE, POOL, State,
+};
+
+use crate::model::{self, NodeInfo, Overlap, PoolSpec};
+
+pub use node::{CANARY_LABEL, NodeRolloutStatus, canary_order, is_canary_labelled, node_status};
+pub use patch::{NodeChange, annotation_patch, is_noop};
+
+use node::parse_time;
+
+/// A pool and the config its nodes should run for the commit being rolled out.
+#[derive(Debug, Clone)]
+pub struct PoolTarget<'a> {
+    pub spec: &'a PoolSpec,
+    /// The pool's ConfigMap for this commit.
+    pub target: ConfigRef,
+    /// RFC 3339 `creationTimestamp` of that ConfigMap, if it exists yet. Nodes created
+    /// later are new nodes.
+    pub target_created: Option<String>,
+}
+
+/// One round of rollout: what to write, and where every pool stands.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RolloutPlan {
+    /// Node writes, sorted by pool then node; none is a no-op.
+    pub actions: Vec<NodeAction>,
+    /// One report per pool, sorted by pool name.
+    pub pools: Vec<PoolReport>,
+    /// Nodes two pools of the same priority select; they get no action.
+    pub overlaps: Vec<Overlap>,
+}
+
+/// A write to one node's reconciler annotations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeAction {
+    pub node: String,
+    /// The node's pool (`None` for an unassignment).
+    pub pool: Option<String>,
+    pub change: NodeChange,
+    /// Why, for logs: `"canary"`, `"rollout"`, `"new node"`, `"left every pool"`,
+    /// `"stale annotations"`, `"rollout settings changed"`.
+    pub reason: String,
+}
+
+impl NodeAction {
+    /// The JSON merge patch that performs this action.
+    pub fn patch(&self) -> serde_json::Value {
+        annotation_patch(self.pool.as_deref(), &self.change)
+    }
+}
+
+/// A node whose agent reported a failure about the pool's target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeFailure {
+    pub node: String,
+    /// `Degraded` or `RolledBack`.
+    pub state: State,
+    /// The agent's message, if it wrote one.
+    pub message: Option<String>,
+}
+
+/// Where a pool's rollout stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PoolPhase {
+    /// The pool selects no node.
+    Empty,
+    /// Nodes are being (or waiting to be) moved to the target.
+    Progressing,
+    /// Every node is Done on the target.
+    Complete,
+    /// A node failed on the target; nothing new is assigned until the target changes.
+    Halted,
+    /// `rollout.paused`: nothing new is assigned.
+    Paused,
+}
+
+impl PoolPhase {
+    /// The phase's name, for logs, metrics and statuses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PoolPhase::Empty => "Empty",
+            PoolPhase::Progressing => "Progressing",
+            PoolPhase::Complete => "Complete",
+            PoolPhase::Halted => "Halted",
+            PoolPhase::Paused => "Paused",
+        }
+    }
+}
+
+impl fmt::Display for PoolPhase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How far a pool has come on its current target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolReport {
+    pub pool: String,
+    pub target: ConfigRef,
+    /// Nodes in the pool.
+    pub nodes: usize,
+    /// Done on the target.
+    pub done: usize,
+    /// Assigned the target, not settled yet.
+    pub in_progress: usize,
+    /// Not assigned the target yet (busy elsewhere included).
+    pub waiting: usize,
+    /// Failed on the target, sorted by node.
+    pub failed: Vec<NodeFailure>,
+    /// Nodes between assignment and an outcome on any config (before this round's
+    /// actions): what counts against maxUnavailable.
+    pub busy: usize,
+    pub phase: PoolPhase,
+    /// The canary nodes, in canary order.
+    pub canary: Vec<String>,
+    /// maxUnavailable resolved for the pool's size.
+    pub max_unavailable: usize,
+}
+
+/// Plans one round of rollout for `pools` over `nodes` (see the module docs for the
+/// rules). `namespace` is where the reconciler publishes its ConfigMaps: a desired-config
+/// elsewhere is not ours.
+pub fn plan_rollout(namespace: &str, pools: &[PoolTarget<'_>], nodes: &[NodeInfo]) -> RolloutPlan {
+    // Pool names are unique (rendering rejects duplicates); a repeated one is planned once.
+    let mut seen = HashSet::new();
+    let pools: Vec<&PoolTarget<'_>> = pools
+        .iter()
+        .filter(|p| seen.insert(p.spec.name.as_str()))
+        .collect();
+    let specs: Vec<PoolSpec> = pools.iter().map(|p| p.spec.clone()).collect();
+    let assignment = model::assign(&specs, nodes);
+    let by_name: HashMap<&str, &NodeInfo> = nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+    let members = |names: &[String]| -> Vec<&NodeInfo> {
+        names
+            .iter()
+            .filter_map(|n| by_name.get(n.as_str()).copied())
+            .collect()
+    };
+
+    let mut actions = Vec::new();
+    let mut reports = Vec::with_capacity(pools.len());
+    for pool in &pools {
+        let names = assignment
+            .pools
+            .get(&pool.spec.name)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        reports.push(plan_pool(pool, members(names), &mut actions));
+    }
+    for node in members(&assignment.unassigned) {
+        if let Some(reason) = leave_reason(namespace, node) {
+            push_action(&mut actions, node, None, NodeChange::Unassign, reason);
+        }
+    }
+
+    actions.sort_by(|a, b| a.pool.cmp(&b.pool).then_with(|| a.node.cmp(&b.node)));
+    reports.sort_by(|a, b| a.pool.cmp(&b.pool));
+    RolloutPlan {
+        actions,
+        pools: reports,
+        overlaps: assignment.overlaps,
+    }
+}
+
+/// Why a node outside every pool must be unassigned, if it must.
+fn leave_reason(namespace: &str, node: &NodeInfo) -> Option<&'static str> {
+    match node.annotations.get(DESIRED_CONFIG) {
+        Some(desired) => match desired.parse::<ConfigRef>() {
+            Ok(ConfigRef::ConfigMap { namespace: ns, .. }) if ns == namespace => {
+                Some("left every pool")
+            }
+            _ => None,
+        },
+        None => [HEALTH_TIMEOUT, LKG_GRACE, POOL]
+            .iter()
+            .any(|k| node.annotations.contains_key(*k))
+            .then_some("stale annotations"),
+    }
+}
+
+/// Appends an action unless it is a no-op.
+fn push_action(
+    actions: &mut Vec<NodeAction>,
+    node: &NodeInfo,
+    pool: Option<&str>,
+    change: NodeChange,
+    reason: &str,
+) {
+    if !is_noop(node, pool, &change) {
+        actions.push(NodeAction {
+            node: node.name.clone(),
+            pool: pool.map(str::to_string),
+            change,
+            reason: reason.to_string(),
+        });
+    }
+}
+
+/// Plans one pool: classifies its nodes, appends its actions, returns its report.
+fn plan_pool(
+    pool: &PoolTarget<'_>,
+    mut nodes: Vec<&NodeInfo>,
+    actions: &mut Vec<NodeAction>,
+) -> PoolReport {
+    let name = pool.spec.name.as_str();
+    let rollout = &pool.spec.rollout;
+    let target = &pool.target;
+    let assign_change = NodeChange::Assign {
+        desired: target.clone(),
+        health_timeout: rollout.health_timeout,
+        lkg_grace: rollout.lkg_grace,
+    };
+
+    canary_order(&mut nodes);
+    let canary_count = (rollout.canary as usize).min(nodes.len());
+    let max_unavailable = rollout.max_unavailable.resolve(nodes.len());
+    let statuses: Vec<NodeRolloutStatus> = nodes.iter().map(|n| node_status(n, target)).collect();
+
+    let mut report = PoolReport {
+        pool: name.to_string(),
+        target: target.clone(),
+        nodes: nodes.len(),
+        done: 0,
+        in_progress: 0,
+        waiting: 0,
+        failed: Vec::new(),
+        busy: 0,
+        phase: PoolPhase::Progressing,
+        canary: nodes[..canary_count]
+            .iter()
+            .map(|n| n.name.clone())
+            .collect(),
+        max_unavailable,
+    };
+    for (node, status) in nodes.iter().zip(&statuses) {
+        match status {
+            NodeRolloutStatus::Done => report.done += 1,
+            NodeRolloutStatus::Failed { state, message } => report.failed.push(NodeFailure {
+                node: node.name.clone(),
+                state: *state,
+                message: message.clone(),
+            }),
+            NodeRolloutStatus::InProgress => report.in_progress += 1,
+            NodeRolloutStatus::Busy { .. } | NodeRolloutStatus::Waiting => report.waiting += 1,
+        }
+        if status.is_busy() {
+            report.busy += 1;
+        }
+    }
+    report.failed.sort_by(|a, b| a.node.cmp(&b.node));
+    report.phase = if nodes.is_empty() {
+        PoolPhase::Empty
+    } else if !report.failed.is_empty() {
+        PoolPhase::Halted
+    } else if report.done == nodes.len() {
+        PoolPhase::Complete
+    } else if rollout.paused {
+        PoolPhase::Paused
+    } else {
+        PoolPhase::Progressing
+    };
+
+    // Nodes already pointed at the target keep the pool's current rollout settings.
+    let target_value = target.to_string();
+    for node in &nodes {
+        if node.annotations.get(DESIRED_CONFIG) == Some(&target_value) {
+            push_action(
+                actions,
+                node,
+                Some(name),
+                assign_change.clone(),
+                "rollout settings changed",
+            );
+        }
+    }
+
+    if rollout.paused || !report.failed.is_empty() {
+        return report;
+    }
+
+    // New nodes get the target at once.
+    let target_created = parse_time(pool.target_created.as_deref());
+    let is_new = |node: &NodeInfo| {
+        !node.annotations.contains_key(DESIRED_CONFIG)
+            && matches!(
+                (parse_time(node.created.as_deref()), target_created),
+                (Some(node), Some(target)) if node > target
+            )
+    };
+    let mut new_nodes = vec![false; nodes.len()];
+    for (i, node) in nodes.iter().enumerate() {
+        if statuses[i] == NodeRolloutStatus::Waiting && is_new(node) {
+            new_nodes[i] = true;
+            push_action(actions, node, Some(name), assign_change.clone(), "new node");
+        }
+    }
+
+    // Then the rolling update: canary first, at most maxUnavailable busy.
+    let canary_done = statuses[..canary_count]
+        .iter()
+        .all(|s| *s == NodeRolloutStatus::Done);
+    let eligible = if canary_done {
+        nodes.len()
+    } else {
+        canary_count
+    };
+    let slots = max_unavailable.saturating_sub(report.busy);
+    (0..eligible)
+        .filter(|&i| statuses[i] == NodeRolloutStatus::Waiting && !new_nodes[i])
+        .take(slots)
+        .for_each(|i| {
+            let reason = if i < canary_count {
+                "canary"
+            } else {
+                "rollout"
+            };
+            push_action(actions, nodes[i], Some(name), assign_change.clone(), reason);
+        });
+    report
+}
