@@ -1,0 +1,18 @@
+//! The git side of the reconciler: reading a commit's files without a work tree
+//! ([`CommitSource`], [`open_revision`]), keeping a bare cache of a remote branch
+//! ([`GitRepo`]), and polling it with backoff ([`Poller`]).
+//!
+//! Everything here is blocking libgit2 work except [`Poller`], which moves it onto tokio's
+//! blocking pool.
+
+mod commit;
+mod error;
+pub mod known_hosts;
+mod poll;
+mod repo;
+mod url;
+
+pub use commit::{CommitInfo, CommitSource, open_revision};
+pub use error::GitError;
+pub use poll::{Backoff, PollEvent, PollRecord, PollResult, Poller};
+pub use repo::{FetchOutcome, GitAuth, GitConfig, GitRepo};

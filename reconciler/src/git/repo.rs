@@ -1,0 +1,717 @@
+//! [`GitRepo`]: a bare cache of one branch of a remote, fetched on demand.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use git2::{
+    AutotagOption, CertificateCheckStatus, Cred, CredentialType, ErrorClass, ErrorCode,
+    FetchOptions, FetchPrune, RemoteCallbacks, Repository,
+};
+use tracing::{debug, instrument};
+
+use super::known_hosts::{HostKeyCheck, KnownHosts, PresentedKey, key_type_name};
+use super::url::RemoteUrl;
+use super::{CommitSource, GitError};
+
+/// Where the config repository lives and how to reach it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GitConfig {
+    /// `https://...`, `ssh://...`, `user@host:path`, `git://...`, `file://...` or a path.
+    pub url: String,
+    /// The branch to follow, without `refs/heads/`.
+    pub branch: String,
+    /// How to authenticate.
+    pub auth: GitAuth,
+    /// Where the bare cache repository is kept; created if absent, reused on restart.
+    pub cache_dir: PathBuf,
+    /// More refspecs to fetch alongside the branch, such as
+    /// `+refs/pull/*/head:refs/pull/*/head` for review.
+    pub extra_refspecs: Vec<String>,
+}
+
+/// How to authenticate to the remote. Holds file paths only: secrets are read from their
+/// files at each fetch (so a rotated Secret is picked up without a restart) and never kept,
+/// printed or logged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GitAuth {
+    /// No credentials (public https, `git://`, `file://`).
+    None,
+    /// HTTP(S) basic authentication with a token as the password.
+    Token {
+        /// GitHub accepts any; GitLab wants `oauth2` or the token's name; Gitea the user.
+        username: String,
+        /// A file holding the token (trailing whitespace is ignored).
+        token_file: PathBuf,
+    },
+    /// SSH with a private key; the server's host key must be in `known_hosts_file`.
+    Ssh {
+        /// Usually `git`; a user in the URL wins.
+        username: String,
+        /// An unencrypted private key (OpenSSH or PEM format).
+        key_file: PathBuf,
+        /// OpenSSH known_hosts: plain, `[host]:port` and hashed entries.
+        known_hosts_file: PathBuf,
+    },
+}
+
+/// What one fetch found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchOutcome {
+    /// The branch head now (full hex id).
+    pub head: String,
+    /// The branch head before this fetch, as the cache had it (`None` on a fresh cache).
+    pub previous: Option<String>,
+    /// Whether the head differs from `previous`.
+    pub changed: bool,
+    /// Whether the head moved to a commit that does not descend from `previous`
+    /// (a force-push rewrote history). It is followed all the same.
+    pub forced: bool,
+    /// Every ref under the extra refspecs' destinations, name to commit id.
+    pub extra_refs: BTreeMap<String, String>,
+    /// Bytes of pack data received (0 when nothing was new).
+    pub received_bytes: usize,
+    /// Objects received.
+    pub received_objects: usize,
+}
+
+/// A bare cache of one remote branch (plus any extra refspecs), fetched incrementally.
+pub struct GitRepo {
+    config: GitConfig,
+    url: RemoteUrl,
+    repo: Repository,
+    tracking_ref: String,
+}
+
+impl std::fmt::Debug for GitRepo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GitRepo")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The cache remembers which URL its refs came from; a different URL starts afresh.
+const URL_CONFIG_KEY: &str = "kubelet-gitops.url";
+
+impl GitRepo {
+    /// Checks the configuration and opens (or creates) the bare cache repository. Does not
+    /// touch the network.
+    pub fn open(config: GitConfig) -> Result<GitRepo, GitError> {
+        let url = RemoteUrl::parse(&config.url)?;
+        check_auth_fits(&config, &url)?;
+        let branch_ref = format!("refs/heads/{}", config.branch);
+        if config.branch.is_empty() || !git2::Reference::is_valid_name(&branch_ref) {
+            return Err(GitError::BadBranch {
+                branch: config.branch.clone(),
+            });
+        }
+        for spec in &config.extra_refspecs {
+            check_refspec(spec)?;
+        }
+        let cache = &config.cache_dir;
+        let cache_error = |source| GitError::Cache {
+            path: cache.clone(),
+            source,
+        };
+        let repo = match Repository::open_bare(cache) {
+            Ok(repo) => repo,
+            Err(e) if e.code() == ErrorCode::NotFound => {
+                std::fs::create_dir_all(cache).map_err(|e| {
+                    cache_error(git2::Error::from_str(&format!("cannot create it: {e}")))
+                })?;
+                Repository::init_bare(cache).map_err(cache_error)?
+            }
+            Err(e) => return Err(cache_error(e)),
+        };
+        let tracking_ref = format!("refs/remotes/origin/{}", config.branch);
+        let mut repo_config = repo.config().map_err(cache_error)?;
+        let cached_url = repo_config.get_string(URL_CONFIG_KEY).ok();
+        if cached_url.as_deref() != Some(config.url.as_str()) {
+            if cached_url.is_some() {
+                debug!(cache = %cache.display(), "remote URL changed: forgetting cached refs");
+                let names: Vec<String> = repo
+                    .references()
+                    .map_err(cache_error)?
+                    .filter_map(|r| r.ok().and_then(|r| r.name().ok().map(str::to_string)))
+                    .filter(|n| n.starts_with("refs/") && !n.starts_with("refs/heads/"))
+                    .collect();
+                for name in names {
+                    if let Ok(mut r) = repo.find_reference(&name) {
+                        r.delete().map_err(cache_error)?;
+                    }
+                }
+            }
+            repo_config
+                .set_str(URL_CONFIG_KEY, &config.url)
+                .map_err(cache_error)?;
+        }
+        drop(repo_config);
+        Ok(GitRepo {
+            config,
+            url,
+            repo,
+            tracking_ref,
+        })
+    }
+
+    /// The configuration this cache follows.
+    pub fn config(&self) -> &GitConfig {
+        &self.config
+    }
+
+    /// The bare cache repository's directory.
+    pub fn cache_path(&self) -> &Path {
+        self.repo.path()
+    }
+
+    /// The branch head the cache holds now, if it has fetched it.
+    pub fn head(&self) -> Option<String> {
+        self.repo
+            .refname_to_id(&self.tracking_ref)
+            .ok()
+            .map(|oid| oid.to_string())
+    }
+
+    /// The files of commit `id`, which must be in the cache.
+    pub fn commit_source(&self, id: &str) -> Result<CommitSource, GitError> {
+        CommitSource::open(self.repo.path(), id, &self.config.url)
+    }
+
+    /// Fetches the branch (forced, so a force-push is followed) and the extra refspecs;
+    /// only objects the cache lacks are transferred.
+    #[instrument(skip(self), fields(url = %self.config.url, branch = %self.config.branch))]
+    pub fn fetch(&mut self) -> Result<FetchOutcome, GitError> {
+        let previous = self.repo.refname_to_id(&self.tracking_ref).ok();
+        let mut refspecs = vec![format!(
+            "+refs/heads/{}:{}",
+            self.config.branch, self.tracking_ref
+        )];
+        refspecs.extend(self.config.extra_refspecs.iter().cloned());
+
+        let failure: RefCell<Option<GitError>> = RefCell::new(None);
+        let mut remote =
+            self.repo
+                .remote_anonymous(&self.config.url)
+                .map_err(|e| GitError::BadUrl {
+                    url: self.config.url.clone(),
+                    reason: e.message().to_string(),
+                })?;
+        let result = {
+            let mut callbacks = RemoteCallbacks::new();
+            let mut asked = 0u32;
+            let (config, url, failure_ref) = (&self.config, &self.url, &failure);
+            callbacks.credentials(move |_url, url_user, allowed| {
+                credentials(config, url_user, allowed, &mut asked).map_err(|e| {
+                    let message = e.to_string();
+                    failure_ref.borrow_mut().get_or_insert(e);
+                    git2::Error::from_str(&message)
+                })
+            });
+            callbacks.certificate_check(move |cert, _host| match cert.as_hostkey() {
+                None => Ok(CertificateCheckStatus::CertificatePassthrough),
+                Some(hostkey) => check_host_key(config, url, hostkey).map_err(|e| {
+                    let message = e.to_string();
+                    failure_ref.borrow_mut().get_or_insert(e);
+                    git2::Error::from_str(&message)
+                }),
+            });
+            let mut options = FetchOptions::new();
+            options
+                .remote_callbacks(callbacks)
+                .download_tags(AutotagOption::None)
+                .prune(FetchPrune::On)
+                .update_fetchhead(false);
+            remote.fetch(&refspecs, Some(&mut options), None)
+        };
+        if let Err(e) = result {
+            return Err(match failure.into_inner() {
+                Some(recorded) => recorded,
+                None => self.classify(e),
+            });
+        }
+        let stats = remote.stats();
+        let (received_bytes, received_objects) = (stats.received_bytes(), stats.received_objects());
+        let wanted = format!("refs/heads/{}", self.config.branch);
+        let advertised: Option<Vec<String>> = remote
+            .list()
+            .ok()
+            .map(|heads| heads.iter().map(|h| h.name().to_string()).collect());
+        let head = match self.repo.refname_to_id(&self.tracking_ref) {
+            Ok(head) if advertised.as_ref().is_none_or(|a| a.contains(&wanted)) => head,
+            _ => {
+                return Err(GitError::NoSuchBranch {
+                    url: self.config.url.clone(),
+                    branch: self.config.branch.clone(),
+                    available: advertised
+                        .unwrap_or_default()
+                        .iter()
+                        .filter_map(|n| n.strip_prefix("refs/heads/"))
+                        .map(str::to_string)
+                        .collect(),
+                });
+            }
+        };
+        let forced = match previous {
+            Some(prev) if prev != head => {
+                !self.repo.graph_descendant_of(head, prev).unwrap_or(false)
+            }
+            _ => false,
+        };
+        let extra_refs = self.extra_refs()?;
+        debug!(
+            head = %head,
+            previous = ?previous.map(|p| p.to_string()),
+            forced,
+            received_bytes,
+            extra_refs = extra_refs.len(),
+            "fetched"
+        );
+        Ok(FetchOutcome {
+            head: head.to_string(),
+            previous: previous.map(|p| p.to_string()),
+            changed: previous != Some(head),
+            forced,
+            extra_refs,
+            received_bytes,
+            received_objects,
+        })
+    }
+
+    /// The refs the extra refspecs' destinations hold now.
+    fn extra_refs(&self) -> Result<BTreeMap<String, String>, GitError> {
+        let mut out = BTreeMap::new();
+        for spec in &self.config.extra_refspecs {
+            let Some((_, dst)) = spec.trim_start_matches('+').split_once(':') else {
+                continue;
+            };
+            let refs = self
+                .repo
+                .references_glob(dst)
+                .map_err(|source| GitError::Git {
+                    what: format!("listing {dst} in {}", self.config.cache_dir.display()),
+                    source,
+                })?;
+            for r in refs.flatten() {
+                if let (Ok(name), Ok(commit)) = (r.name(), r.peel_to_commit()) {
+                    out.insert(name.to_string(), commit.id().to_string());
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn classify(&self, e: git2::Error) -> GitError {
+        let url = self.config.url.clone();
+        if e.code() == ErrorCode::Auth {
+            return GitError::Auth {
+                url,
+                username: configured_username(&self.config.auth).to_string(),
+                message: e.message().to_string(),
+            };
+        }
+        if e.class() == ErrorClass::Invalid && e.message().contains("unsupported URL protocol") {
+            return GitError::BadUrl {
+                url,
+                reason: e.message().to_string(),
+            };
+        }
+        GitError::Unreachable { url, source: e }
+    }
+}
+
+/// A token for an ssh URL (or a key for an https one) is a configuration mistake.
+fn check_auth_fits(config: &GitConfig, url: &RemoteUrl) -> Result<(), GitError> {
+    let bad = |reason: &str| GitError::BadUrl {
+        url: config.url.clone(),
+        reason: reason.to_string(),
+    };
+    match (url, &config.auth) {
+        (RemoteUrl::Ssh { .. }, GitAuth::Ssh { .. }) => Ok(()),
+        (RemoteUrl::Ssh { .. }, _) => {
+            Err(bad("an SSH URL needs an SSH key and a known_hosts file"))
+        }
+        (_, GitAuth::Ssh { .. }) => Err(bad("an SSH key is configured but the URL is not SSH")),
+        (RemoteUrl::Http, _) | (_, GitAuth::None) => Ok(()),
+        (RemoteUrl::Git | RemoteUrl::Local { .. }, GitAuth::Token { .. }) => {
+            Err(bad("a token is configured but the URL is not http(s)"))
+        }
+    }
+}
+
+/// `[+]src:dst` with both sides under `refs/`.
+fn check_refspec(spec: &str) -> Result<(), GitError> {
+    let bad = |reason: &str| GitError::BadRefspec {
+        refspec: spec.to_string(),
+        reason: reason.to_string(),
+    };
+    let (src, dst) = spec
+        .trim_start_matches('+')
+        .split_once(':')
+        .ok_or_else(|| bad("expected [+]<src>:<dst>"))?;
+    if !src.starts_with("refs/") || !dst.starts_with("refs/") {
+        return Err(bad("both sides must start with refs/"));
+    }
+    if src.matches('*').count() != dst.matches('*').count() || src.matches('*').count() > 1 {
+        return Err(bad("at most one '*', on both sides"));
+    }
+    if dst.starts_with("refs/remotes/origin/") || dst.starts_with("refs/heads/") {
+        return Err(bad("the destination must not overlap the branch cache"));
+    }
+    Ok(())
+}
+
+fn configured_username(auth: &GitAuth) -> &str {
+    match auth {
+        GitAuth::None => "",
+        GitAuth::Token { username, .. } | GitAuth::Ssh { username, .. } => username,
+    }
+}
+
+/// libgit2's credential callback. It asks again after a rejection; the second ask for a
+/// secret means the remote rejected the first, so it ends there instead of looping.
+fn credentials(
+    config: &GitConfig,
+    url_user: Option<&str>,
+    allowed: CredentialType,
+    asked: &mut u32,
+) -> Result<Cred, GitError> {
+    let auth_error = |message: &str| GitError::Auth {
+        url: config.url.clone(),
+        username: configured_username(&config.auth).to_string(),
+        message: message.to_string(),
+    };
+    let cred_error = |e: git2::Error| auth_error(e.message());
+    match &config.auth {
+        GitAuth::None => Err(auth_error(
+            "the remote asks for credentials and none are configured",
+        )),
+        GitAuth::Token {
+            username,
+            token_file,
+        } if allowed.contains(CredentialType::USER_PASS_PLAINTEXT) => {
+            *asked += 1;
+            if *asked > 1 {
+                return Err(auth_error("the remote rejected the token"));
+            }
+            let token = read_secret(token_file, "token file")?;
+            Cred::userpass_plaintext(username, &token).map_err(cred_error)
+        }
+        GitAuth::Ssh {
+            username, key_file, ..
+        } => {
+            let user = url_user.unwrap_or(username);
+            if allowed.contains(CredentialType::SSH_KEY) {
+                *asked += 1;
+                if *asked > 1 {
+                    return Err(auth_error("the remote rejected the SSH key"));
+                }
+                std::fs::metadata(key_file).map_err(|source| GitError::CredentialFile {
+                    what: "SSH key",
+                    path: key_file.clone(),
+                    source,
+                })?;
+                Cred::ssh_key(user, None, key_file, None).map_err(cred_error)
+            } else if allowed.contains(CredentialType::USERNAME) {
+                Cred::username(user).map_err(cred_error)
+            } else {
+                Err(auth_error(
+                    "the remote offers no SSH public-key authentication",
+                ))
+            }
+        }
+        GitAuth::Token { .. } => Err(auth_error(
+            "the remote does not accept username and password authentication",
+        )),
+    }
+}
+
+/// A secret file's content without trailing whitespace (a newline from `echo`).
+fn read_secret(path: &Path, what: &'static str) -> Result<String, GitError> {
+    let text = std::fs::read_to_string(path).map_err(|source| GitError::CredentialFile {
+        what,
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(text.trim_end().to_string())
+}
+
+/// The SSH host key check against the configured known_hosts file.
+fn check_host_key(
+    config: &GitConfig,
+    url: &RemoteUrl,
+    hostkey: &git2::cert::CertHostkey<'_>,
+) -> Result<CertificateCheckStatus, GitError> {
+    let (
+        GitAuth::Ssh {
+            known_hosts_file, ..
+        },
+        RemoteUrl::Ssh { host, port, .. },
+    ) = (&config.auth, url)
+    else {
+        // An SSH connection for a non-SSH configuration cannot happen: `check_auth_fits`
+        // pairs them. Refuse rather than trust an unchecked key.
+        return Err(GitError::BadUrl {
+            url: config.url.clone(),
+            reason: "SSH host key presented but SSH is not configured".to_string(),
+        });
+    };
+    let text =
+        std::fs::read_to_string(known_hosts_file).map_err(|source| GitError::CredentialFile {
+            what: "known_hosts file",
+            path: known_hosts_file.clone(),
+            source,
+        })?;
+    let known = KnownHosts::parse(&text);
+    let key_type = key_type_name(hostkey.hostkey_type());
+    let presented = match (hostkey.hostkey(), hostkey.hash_sha256()) {
+        (Some(key), _) => PresentedKey::Raw(key),
+        (None, Some(hash)) => PresentedKey::Sha256(hash),
+        (None, None) => {
+            return Err(GitError::UnknownHostKey {
+                host: host_label(host, *port),
+                key_type: "no key data from libssh2".to_string(),
+                known_hosts: known_hosts_file.clone(),
+            });
+        }
+    };
+    host_key_verdict(
+        known.check(host, *port, presented),
+        host,
+        *port,
+        key_type,
+        known_hosts_file,
+    )
+}
+
+/// Turns a known_hosts verdict into accept or a named error.
+pub(crate) fn host_key_verdict(
+    check: HostKeyCheck,
+    host: &str,
+    port: u16,
+    key_type: &str,
+    known_hosts: &Path,
+) -> Result<CertificateCheckStatus, GitError> {
+    let host = host_label(host, port);
+    match check {
+        HostKeyCheck::Match { line } => {
+            debug!(%host, line, known_hosts = %known_hosts.display(), "host key verified");
+            Ok(CertificateCheckStatus::CertificateOk)
+        }
+        HostKeyCheck::Unknown => Err(GitError::UnknownHostKey {
+            host,
+            key_type: key_type.to_string(),
+            known_hosts: known_hosts.to_path_buf(),
+        }),
+        HostKeyCheck::Mismatch { lines } => Err(GitError::HostKeyMismatch {
+            host,
+            key_type: key_type.to_string(),
+            known_hosts: known_hosts.to_path_buf(),
+            lines,
+        }),
+        HostKeyCheck::Revoked { line } => Err(GitError::RevokedHostKey {
+            host,
+            known_hosts: known_hosts.to_path_buf(),
+            line,
+        }),
+    }
+}
+
+fn host_label(host: &str, port: u16) -> String {
+    if port == 22 {
+        host.to_string()
+    } else {
+        format!("[{host}]:{port}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(url: &str, auth: GitAuth) -> GitConfig {
+        GitConfig {
+            url: url.to_string(),
+            branch: "main".to_string(),
+            auth,
+            cache_dir: PathBuf::from("/nonexistent"),
+            extra_refspecs: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_token_is_read_at_each_fetch_and_a_second_ask_is_a_rejection() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let token_file = tmp.path().join("token");
+        std::fs::write(&token_file, "first-token\n").expect("write");
+        let cfg = config(
+            "https://git.example/r.git",
+            GitAuth::Token {
+                username: "bot".into(),
+                token_file: token_file.clone(),
+            },
+        );
+        let mut asked = 0;
+        let cred = credentials(&cfg, None, CredentialType::USER_PASS_PLAINTEXT, &mut asked);
+        assert!(cred.is_ok(), "{:?}", cred.err());
+        // Within one fetch, being asked again means the token was rejected.
+        match credentials(&cfg, None, CredentialType::USER_PASS_PLAINTEXT, &mut asked) {
+            Err(GitError::Auth {
+                username, message, ..
+            }) => {
+                assert_eq!(username, "bot");
+                assert!(message.contains("rejected"), "{message}");
+            }
+            Err(other) => panic!("{other:?}"),
+            Ok(_) => panic!("credentials offered"),
+        }
+        // A missing token file is named, and its content never appears in errors.
+        std::fs::remove_file(&token_file).expect("rm");
+        let mut asked = 0;
+        match credentials(&cfg, None, CredentialType::USER_PASS_PLAINTEXT, &mut asked) {
+            Err(e @ GitError::CredentialFile { .. }) => {
+                assert!(e.to_string().contains("token file"), "{e}");
+                assert!(e.is_retryable());
+            }
+            Err(other) => panic!("{other:?}"),
+            Ok(_) => panic!("credentials offered"),
+        }
+    }
+
+    #[test]
+    fn no_credentials_configured_is_an_auth_error() {
+        let cfg = config("https://git.example/r.git", GitAuth::None);
+        let mut asked = 0;
+        let Err(err) = credentials(&cfg, None, CredentialType::USER_PASS_PLAINTEXT, &mut asked)
+        else {
+            panic!("credentials offered with none configured");
+        };
+        assert!(matches!(err, GitError::Auth { .. }), "{err:?}");
+        assert!(err.is_retryable());
+    }
+
+    #[test]
+    fn ssh_credentials_use_the_url_user_and_check_the_key_file() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let cfg = config(
+            "git@git.example:o/r.git",
+            GitAuth::Ssh {
+                username: "git".into(),
+                key_file: tmp.path().join("missing-key"),
+                known_hosts_file: tmp.path().join("known_hosts"),
+            },
+        );
+        let mut asked = 0;
+        assert!(credentials(&cfg, Some("deploy"), CredentialType::USERNAME, &mut asked).is_ok());
+        assert_eq!(asked, 0, "a username request is not a key attempt");
+        match credentials(&cfg, Some("deploy"), CredentialType::SSH_KEY, &mut asked) {
+            Err(GitError::CredentialFile { what, path, .. }) => {
+                assert_eq!(what, "SSH key");
+                assert_eq!(path, tmp.path().join("missing-key"));
+            }
+            Err(other) => panic!("{other:?}"),
+            Ok(_) => panic!("credentials offered"),
+        }
+    }
+
+    #[test]
+    fn host_key_verdicts_name_the_host_and_the_file() {
+        let file = Path::new("/etc/kubelet-gitops/known_hosts");
+        assert!(matches!(
+            host_key_verdict(
+                HostKeyCheck::Match { line: 3 },
+                "h",
+                22,
+                "ssh-ed25519",
+                file
+            ),
+            Ok(CertificateCheckStatus::CertificateOk)
+        ));
+        let unknown = host_key_verdict(HostKeyCheck::Unknown, "h", 2222, "ssh-ed25519", file)
+            .err()
+            .expect("unknown host");
+        assert_eq!(
+            unknown.to_string(),
+            "host key of [h]:2222 (ssh-ed25519) is not in /etc/kubelet-gitops/known_hosts"
+        );
+        assert!(!unknown.is_retryable());
+        let mismatch = host_key_verdict(
+            HostKeyCheck::Mismatch { lines: vec![1, 4] },
+            "h",
+            22,
+            "ssh-rsa",
+            file,
+        )
+        .err()
+        .expect("mismatch");
+        let text = mismatch.to_string();
+        assert!(
+            text.contains("host key of h (ssh-rsa) does not match"),
+            "{text}"
+        );
+        assert!(text.contains("known_hosts (line 1, 4)"), "{text}");
+        let revoked = host_key_verdict(HostKeyCheck::Revoked { line: 2 }, "h", 22, "x", file)
+            .err()
+            .expect("revoked");
+        assert!(matches!(revoked, GitError::RevokedHostKey { line: 2, .. }));
+    }
+
+    #[test]
+    fn configuration_mistakes_are_caught_before_any_fetch() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let token = GitAuth::Token {
+            username: "u".into(),
+            token_file: tmp.path().join("t"),
+        };
+        let ssh = GitAuth::Ssh {
+            username: "git".into(),
+            key_file: tmp.path().join("k"),
+            known_hosts_file: tmp.path().join("kh"),
+        };
+        let cases = [
+            (
+                "git@h:r.git",
+                GitAuth::None,
+                "main",
+                vec![],
+                "SSH URL needs",
+            ),
+            ("https://h/r", ssh.clone(), "main", vec![], "not SSH"),
+            ("file:///r", token, "main", vec![], "not http"),
+            (
+                "https://h/r",
+                GitAuth::None,
+                "bad..name",
+                vec![],
+                "invalid branch",
+            ),
+            (
+                "https://h/r",
+                GitAuth::None,
+                "main",
+                vec!["refs/pull/*"],
+                "expected",
+            ),
+            (
+                "https://h/r",
+                GitAuth::None,
+                "main",
+                vec!["+refs/heads/*:refs/remotes/origin/*"],
+                "overlap",
+            ),
+        ];
+        for (url, auth, branch, extra, says) in cases {
+            let mut cfg = config(url, auth);
+            cfg.branch = branch.to_string();
+            cfg.cache_dir = tmp.path().join("cache");
+            cfg.extra_refspecs = extra.into_iter().map(str::to_string).collect();
+            let err = GitRepo::open(cfg).expect_err(url);
+            assert!(err.to_string().contains(says), "{url}: {err}");
+            assert!(!err.is_retryable(), "{err}");
+        }
+        assert!(
+            !tmp.path().join("cache").exists(),
+            "nothing created for a bad config"
+        );
+    }
+}
