@@ -1,0 +1,407 @@
+//! A [`Plan`] as Markdown for a pull request, and as a one-line summary for a commit
+//! status.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+use super::{Desired, Move, Plan, PoolChange, PoolPlan};
+use crate::model::Rollout;
+use crate::render::RepoError;
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// One line for a commit status: `2 pools change, 42 nodes; 1 field overridden by flags on
+/// 3 nodes; disruptive: cpuManagerPolicy`. Overlaps come first, as an error.
+pub fn summary(plan: &Plan) -> String {
+    let mut parts = Vec::new();
+    if !plan.overlaps.is_empty() {
+        let nodes: BTreeSet<&str> = plan.overlaps.iter().map(|o| o.node.as_str()).collect();
+        parts.push(format!(
+            "error: {} selected by two pools of the same priority",
+            plural(nodes.len(), "node", "nodes")
+        ));
+    }
+    let pools = plan.changed_pools().count();
+    let nodes = plan.changed_nodes().len();
+    let verb = if pools == 1 { "changes" } else { "change" };
+    parts.push(if pools == 0 && nodes == 0 {
+        "no changes".to_string()
+    } else if plan.node_count == 0 {
+        format!("{} {verb} (no nodes given)", plural(pools, "pool", "pools"))
+    } else {
+        format!(
+            "{} {verb}, {}",
+            plural(pools, "pool", "pools"),
+            plural(nodes, "node", "nodes")
+        )
+    });
+    let overridden: BTreeSet<&str> = plan
+        .pools
+        .iter()
+        .flat_map(|p| p.overrides.iter().map(|o| o.field.as_str()))
+        .collect();
+    if !overridden.is_empty() {
+        let on: BTreeSet<&str> = plan
+            .pools
+            .iter()
+            .flat_map(|p| {
+                p.overrides
+                    .iter()
+                    .flat_map(|o| o.nodes.iter().map(String::as_str))
+            })
+            .collect();
+        parts.push(format!(
+            "{} overridden by flags on {}",
+            plural(overridden.len(), "field", "fields"),
+            plural(on.len(), "node", "nodes")
+        ));
+    }
+    // An added pool's disruptive fields are compared with the kubelet's defaults, not
+    // with what its nodes run: listed in its section, not counted as changes here.
+    let disruptive: BTreeSet<&str> = plan
+        .pools
+        .iter()
+        .flat_map(|p| {
+            let own = if p.change == PoolChange::Added {
+                &[][..]
+            } else {
+                &p.disruptive[..]
+            };
+            own.iter()
+                .chain(p.moves.iter().flat_map(|m| m.disruptive.iter()))
+                .map(|d| d.field.as_str())
+        })
+        .collect();
+    if !disruptive.is_empty() {
+        let mut names: Vec<&str> = disruptive.iter().take(3).copied().collect();
+        if disruptive.len() > 3 {
+            names.push("...");
+        }
+        parts.push(format!("disruptive: {}", names.join(", ")));
+    }
+    parts.join("; ")
+}
+
+/// Inline code, safe for any content (a backtick inside gets a longer fence).
+fn code(s: &str) -> String {
+    if s.contains('`') {
+        format!("`` {s} ``")
+    } else {
+        format!("`{s}`")
+    }
+}
+
+/// A table cell: inline code with `|` escaped.
+fn cell(s: &str) -> String {
+    code(s).replace('|', "\\|")
+}
+
+fn name_of(reference: &str) -> &str {
+    reference.rsplit('/').next().unwrap_or(reference)
+}
+
+/// The plan as Markdown: a summary line, overlaps (errors) first, a table of pools, then
+/// one section per pool that changes or receives nodes.
+pub fn to_markdown(plan: &Plan) -> String {
+    let mut out = String::new();
+    // Writing to a String cannot fail: the results of writeln! are ignored below.
+    let _ = writeln!(out, "## kubelet-gitops plan\n");
+    match (&plan.base_revision, &plan.head_revision) {
+        (Some(b), Some(h)) => {
+            let _ = writeln!(out, "Base {} -> head {}\n", code(b), code(h));
+        }
+        (None, Some(h)) => {
+            let _ = writeln!(out, "Head {}\n", code(h));
+        }
+        _ => {}
+    }
+    let _ = writeln!(out, "**{}**\n", summary(plan));
+
+    if !plan.overlaps.is_empty() {
+        let _ = writeln!(
+            out,
+            "> [!CAUTION]\n> **{} selected by two pools of the same priority: this revision \
+             cannot be applied.** Give one pool a higher `priority` or narrow a `nodeSelector`.\n>",
+            plural(plan.overlaps.len(), "node is", "nodes are")
+        );
+        for o in &plan.overlaps {
+            let _ = writeln!(out, "> - {o}");
+        }
+        out.push('\n');
+    }
+    for note in &plan.notes {
+        let _ = writeln!(out, "> [!NOTE]\n> {note}\n");
+    }
+    if !plan.has_base {
+        let _ = writeln!(
+            out,
+            "There is no base revision: every pool is new and every node comes from its local config.\n"
+        );
+    }
+    if plan.node_count == 0 {
+        let _ = writeln!(
+            out,
+            "No nodes were given (`--nodes` or `--kubeconfig`): the nodes that would change are not listed.\n"
+        );
+    }
+
+    if !plan.settings.is_empty() {
+        let _ = writeln!(out, "### Repository settings\n\n```text");
+        for c in &plan.settings {
+            let _ = writeln!(out, "{c}");
+        }
+        let _ = writeln!(out, "```\n");
+    }
+
+    if !plan.pools.is_empty() {
+        let _ = writeln!(
+            out,
+            "| pool | change | ConfigMap before | ConfigMap after | nodes changing |\n| --- | --- | --- | --- | ---: |"
+        );
+        for p in &plan.pools {
+            let nodes: usize = p.moves.iter().map(|m| m.nodes.len()).sum();
+            let cm = |r: &Option<String>| {
+                r.as_deref()
+                    .map(|r| cell(name_of(r)))
+                    .unwrap_or_else(|| "-".into())
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} |",
+                cell(&p.name),
+                p.change,
+                cm(&p.old_configmap),
+                cm(&p.new_configmap),
+                if plan.node_count == 0 {
+                    "-".to_string()
+                } else {
+                    nodes.to_string()
+                }
+            );
+        }
+        out.push('\n');
+    } else {
+        let _ = writeln!(out, "The repository defines no pools.\n");
+    }
+
+    for p in &plan.pools {
+        if p.change == PoolChange::Unchanged && p.moves.is_empty() {
+            continue;
+        }
+        pool_section(&mut out, plan, p);
+    }
+    out
+}
+
+fn pool_section(out: &mut String, plan: &Plan, p: &PoolPlan) {
+    let _ = writeln!(out, "### Pool {} ({})\n", code(&p.name), p.change);
+    let _ = writeln!(out, "File: {}  ", code(&p.source_path));
+    match (&p.old_configmap, &p.new_configmap) {
+        (Some(o), Some(n)) if o == n => {
+            let _ = writeln!(out, "ConfigMap: {} (unchanged)\n", code(o));
+        }
+        (Some(o), Some(n)) => {
+            let _ = writeln!(out, "ConfigMap: {} -> {}\n", code(o), code(n));
+        }
+        (None, Some(n)) => {
+            let _ = writeln!(out, "ConfigMap: {} (new)\n", code(n));
+        }
+        (Some(o), None) => {
+            let _ = writeln!(
+                out,
+                "ConfigMap: {} (no longer used: its nodes return to their local config)\n",
+                code(o)
+            );
+        }
+        (None, None) => out.push('\n'),
+    }
+
+    if !p.config_diff.is_empty() {
+        let what = if p.change == PoolChange::Added {
+            "Configuration: the fields that differ from the kubelet's defaults"
+        } else {
+            "Configuration (effective: the kubelet's defaults applied on both sides)"
+        };
+        let _ = writeln!(out, "{what}:\n\n```text");
+        for c in &p.config_diff {
+            let _ = writeln!(out, "{c}");
+        }
+        let _ = writeln!(out, "```\n");
+    } else if p.change == PoolChange::Changed {
+        let _ = writeln!(out, "The effective configuration does not change.\n");
+    }
+
+    if !p.spec_diff.is_empty() {
+        let _ = writeln!(out, "Pool settings:\n\n```text");
+        for c in &p.spec_diff {
+            let _ = writeln!(out, "{c}");
+        }
+        let _ = writeln!(out, "```\n");
+    }
+
+    if !p.disruptive.is_empty() {
+        let what = if p.change == PoolChange::Added {
+            "**Disruptive fields** (set by the new config; the nodes' local config is not known here, compare it)"
+        } else {
+            "**Disruptive changes**"
+        };
+        let _ = writeln!(out, "{what}:\n");
+        disruptions(out, &p.disruptive, "");
+        out.push('\n');
+    }
+
+    if let Some(r) = p.rollout.as_ref().filter(|_| !p.moves.is_empty()) {
+        let _ = writeln!(out, "{}\n", rollout_line(plan, p, r));
+    }
+
+    if !p.moves.is_empty() {
+        let total: usize = p.moves.iter().map(|m| m.nodes.len()).sum();
+        let _ = writeln!(out, "Nodes that change ({total}):\n");
+        for m in &p.moves {
+            move_line(out, p, m);
+        }
+        out.push('\n');
+    } else if plan.node_count > 0 && p.change != PoolChange::Unchanged {
+        let _ = writeln!(out, "No node changes its desired config.\n");
+    }
+
+    if !p.overrides.is_empty() {
+        let _ = writeln!(
+            out,
+            "Fields the nodes' kubelet flags override (a flag wins over the config file, so the config's value does not take effect there):\n"
+        );
+        let _ = writeln!(
+            out,
+            "| field | config | flag | value on the node | nodes |\n| --- | --- | --- | --- | --- |"
+        );
+        for o in &p.overrides {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} |",
+                cell(&o.field),
+                o.config_value
+                    .as_deref()
+                    .map(cell)
+                    .unwrap_or_else(|| "(unset)".into()),
+                cell(&o.flag),
+                cell(&o.flag_value),
+                o.nodes.join(", ")
+            );
+        }
+        out.push('\n');
+    }
+}
+
+/// How the pool's nodes will take the change: paused, or canary then batches.
+fn rollout_line(plan: &Plan, p: &PoolPlan, r: &Rollout) -> String {
+    if r.paused {
+        return "Rollout: **paused**: these nodes change only once `rollout.paused` is false."
+            .to_string();
+    }
+    let canary = if r.canary == 0 {
+        "no canary".to_string()
+    } else {
+        format!(
+            "{} first",
+            plural(r.canary as usize, "canary node", "canary nodes")
+        )
+    };
+    if plan.node_count == 0 {
+        return format!(
+            "Rollout: {canary}, then at most maxUnavailable {} at a time.",
+            r.max_unavailable
+        );
+    }
+    format!(
+        "Rollout: {} in the pool; {canary}, then at most {} at a time (maxUnavailable {}).",
+        plural(p.node_total, "node", "nodes"),
+        r.max_unavailable.resolve(p.node_total),
+        r.max_unavailable
+    )
+}
+
+fn disruptions(out: &mut String, list: &[super::Disruption], indent: &str) {
+    for d in list {
+        let side = |v: &Option<String>| v.clone().unwrap_or_else(|| "(unset)".into());
+        let _ = writeln!(
+            out,
+            "{indent}- {} {} -> {}: {}",
+            code(&d.field),
+            code(&side(&d.old)),
+            code(&side(&d.new)),
+            d.effect
+        );
+    }
+}
+
+fn move_line(out: &mut String, p: &PoolPlan, m: &Move) {
+    let n = plural(m.nodes.len(), "node", "nodes");
+    let describe = |d: &Desired| match d {
+        Desired::Local => "their local config".to_string(),
+        Desired::Config { pool, configmap } if pool == &p.name => code(name_of(configmap)),
+        Desired::Config { pool, configmap } => {
+            format!("pool {} ({})", code(pool), code(name_of(configmap)))
+        }
+    };
+    let _ = writeln!(
+        out,
+        "- {n} from {} to {}: {}",
+        describe(&m.from),
+        describe(&m.to),
+        m.nodes.join(", ")
+    );
+    if let Some(diff) = &m.diff {
+        if diff.is_empty() {
+            let _ = writeln!(out, "  (the two pools' effective configs are identical)");
+        } else {
+            let _ = writeln!(out, "\n  ```text");
+            for c in diff {
+                let _ = writeln!(out, "  {c}");
+            }
+            let _ = writeln!(out, "  ```");
+        }
+        if !m.disruptive.is_empty() {
+            let _ = writeln!(out, "  Disruptive for these nodes:");
+            disruptions(out, &m.disruptive, "  ");
+        }
+    } else if m.from == Desired::Local && m.to != Desired::Local {
+        // Nothing to diff against: say so once per move.
+        let _ = writeln!(
+            out,
+            "  (their local config is not known here: every field of the new config may change)"
+        );
+    }
+}
+
+/// One line for a commit status when the head does not validate: the count and the first
+/// error (`error: 3 errors; pools/gpu.yaml:13:5: spec.kubelet.maxPod: unknown field ...`).
+pub fn invalid_summary(errors: &[RepoError]) -> String {
+    match errors.first() {
+        None => "error: the revision does not validate".to_string(),
+        Some(first) => format!(
+            "error: {} in the repository; {first}",
+            plural(errors.len(), "error", "errors")
+        ),
+    }
+}
+
+/// The Markdown for a head revision that does not validate: nothing would be applied,
+/// and every error, `file:line:col: field: message`.
+pub fn invalid_markdown(head: &str, errors: &[RepoError]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "## kubelet-gitops plan\n");
+    let _ = writeln!(out, "Head {}\n", code(head));
+    let _ = writeln!(
+        out,
+        "**error: the head does not validate ({}): nothing would be applied.**\n",
+        plural(errors.len(), "error", "errors")
+    );
+    let _ = writeln!(out, "```text");
+    for e in errors {
+        let _ = writeln!(out, "{e}");
+    }
+    let _ = writeln!(out, "```");
+    out
+}

@@ -1,0 +1,440 @@
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::render::{RenderOptions, render_repo};
+use crate::source::MemorySource;
+
+fn pool_file(name: &str, selector: &str, priority: i32, kubelet: &str) -> String {
+    let mut s = format!(
+        "apiVersion: kubelet-gitops.io/v1alpha1\nkind: NodePool\nmetadata:\n  name: {name}\nspec:\n  nodeSelector: {selector}\n  priority: {priority}\n"
+    );
+    if !kubelet.is_empty() {
+        s.push_str("  kubelet:\n");
+        for line in kubelet.lines() {
+            s.push_str("    ");
+            s.push_str(line);
+            s.push('\n');
+        }
+    }
+    s
+}
+
+fn repo(files: &[(&str, String)]) -> RenderedRepo {
+    let src = MemorySource::new(
+        files
+            .iter()
+            .map(|(p, b)| (p.to_string(), b.clone().into_bytes())),
+    );
+    match render_repo(&src, &RenderOptions::default()) {
+        Ok(r) => r,
+        Err(e) => panic!(
+            "{}",
+            e.iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("\n")
+        ),
+    }
+}
+
+fn node(name: &str, pool: &str) -> NodeInfo {
+    NodeInfo {
+        name: name.into(),
+        labels: BTreeMap::from([("pool".to_string(), pool.to_string())]),
+        ..NodeInfo::default()
+    }
+}
+
+fn flagged(mut n: NodeInfo, flags: &str) -> NodeInfo {
+    n.kubelet_flags = Some(flags.into());
+    n
+}
+
+const GPU_SEL: &str = "{matchLabels: {pool: gpu}}";
+const CPU_SEL: &str = "{matchLabels: {pool: cpu}}";
+
+fn base_repo() -> RenderedRepo {
+    repo(&[
+        (
+            "pools/gpu.yaml",
+            pool_file("gpu", GPU_SEL, 0, "maxPods: 100"),
+        ),
+        ("pools/cpu.yaml", pool_file("cpu", CPU_SEL, 0, "")),
+        (
+            "pools/old.yaml",
+            pool_file("old", "{matchLabels: {pool: old}}", 0, ""),
+        ),
+    ])
+}
+
+fn nodes() -> Vec<NodeInfo> {
+    vec![
+        node("g1", "gpu"),
+        flagged(node("g2", "gpu"), "--max-pods=110 --node-ip=10.0.0.2"),
+        node("c1", "cpu"),
+        node("o1", "old"),
+        node("x1", "none"),
+    ]
+}
+
+fn find<'p>(plan: &'p Plan, name: &str) -> &'p PoolPlan {
+    plan.pools.iter().find(|p| p.name == name).unwrap()
+}
+
+#[test]
+fn a_changed_pool_lists_its_diff_names_and_nodes() {
+    let base = base_repo();
+    let head = repo(&[
+        (
+            "pools/gpu.yaml",
+            pool_file(
+                "gpu",
+                GPU_SEL,
+                0,
+                "maxPods: 64\nsystemReserved: {memory: 1Gi}",
+            ),
+        ),
+        ("pools/cpu.yaml", pool_file("cpu", CPU_SEL, 0, "")),
+        (
+            "pools/old.yaml",
+            pool_file("old", "{matchLabels: {pool: old}}", 0, ""),
+        ),
+    ]);
+    let plan = plan(Some(&base), &head, &nodes());
+    let gpu = find(&plan, "gpu");
+    assert_eq!(gpu.change, PoolChange::Changed);
+    let lines: Vec<String> = gpu.config_diff.iter().map(|c| c.to_string()).collect();
+    assert_eq!(
+        lines,
+        [
+            "maxPods: 100 -> 64",
+            "systemReserved.memory: (unset) -> \"1Gi\""
+        ]
+    );
+    let old_cm = format!(
+        "kubelet-gitops/{}",
+        base.pool("gpu").unwrap().configmap_name
+    );
+    let new_cm = format!(
+        "kubelet-gitops/{}",
+        head.pool("gpu").unwrap().configmap_name
+    );
+    assert_eq!(gpu.old_configmap.as_deref(), Some(old_cm.as_str()));
+    assert_eq!(gpu.new_configmap.as_deref(), Some(new_cm.as_str()));
+    assert_eq!(gpu.moves.len(), 1);
+    assert_eq!(gpu.moves[0].nodes, ["g1", "g2"]);
+    assert_eq!(
+        gpu.moves[0].diff, None,
+        "within a pool the pool's diff applies"
+    );
+    assert_eq!(gpu.disruptive.len(), 1);
+    assert_eq!(gpu.disruptive[0].field, "systemReserved.memory");
+    // g2's --max-pods wins over the config.
+    assert_eq!(
+        gpu.overrides,
+        [Override {
+            field: "maxPods".into(),
+            flag: "--max-pods".into(),
+            config_value: Some("64".into()),
+            flag_value: "110".into(),
+            nodes: vec!["g2".into()],
+        }]
+    );
+    assert_eq!(find(&plan, "cpu").change, PoolChange::Unchanged);
+    assert!(find(&plan, "cpu").moves.is_empty());
+    assert_eq!(
+        summary(&plan),
+        "1 pool changes, 2 nodes; 1 field overridden by flags on 1 node; disruptive: systemReserved.memory"
+    );
+    assert!(!plan.has_errors());
+}
+
+#[test]
+fn added_and_removed_pools() {
+    let base = base_repo();
+    let head = repo(&[
+        (
+            "pools/gpu.yaml",
+            pool_file("gpu", GPU_SEL, 0, "maxPods: 100"),
+        ),
+        ("pools/cpu.yaml", pool_file("cpu", CPU_SEL, 0, "")),
+        (
+            "pools/new.yaml",
+            pool_file(
+                "new",
+                "{matchLabels: {pool: none}}",
+                0,
+                "cpuManagerPolicy: static\nreservedSystemCPUs: \"0\"",
+            ),
+        ),
+    ]);
+    let plan = plan(Some(&base), &head, &nodes());
+    let old = find(&plan, "old");
+    assert_eq!(old.change, PoolChange::Removed);
+    assert_eq!(old.new_configmap, None);
+    assert_eq!(old.moves.len(), 1);
+    assert_eq!(old.moves[0].to, Desired::Local);
+    assert_eq!(old.moves[0].nodes, ["o1"]);
+    let new = find(&plan, "new");
+    assert_eq!(new.change, PoolChange::Added);
+    assert_eq!(new.moves[0].from, Desired::Local);
+    assert_eq!(new.moves[0].nodes, ["x1"]);
+    let fields: Vec<&str> = new.config_diff.iter().map(|c| c.field.as_str()).collect();
+    assert_eq!(
+        fields,
+        ["cpuManagerPolicy", "reservedSystemCPUs"],
+        "against the defaults"
+    );
+    let disruptive: Vec<&str> = new.disruptive.iter().map(|d| d.field.as_str()).collect();
+    assert_eq!(disruptive, ["cpuManagerPolicy", "reservedSystemCPUs"]);
+    assert!(new.disruptive[0].effect.contains("cpu_manager_state"));
+    assert_eq!(
+        summary(&plan).split(';').next().unwrap(),
+        "2 pools change, 2 nodes"
+    );
+}
+
+#[test]
+fn nodes_moving_between_pools_get_the_diff_between_the_pools() {
+    let base = base_repo();
+    // gpu now also selects the cpu nodes, with a higher priority.
+    let head = repo(&[
+        (
+            "pools/gpu.yaml",
+            pool_file(
+                "gpu",
+                "{matchExpressions: [{key: pool, operator: In, values: [gpu, cpu]}]}",
+                5,
+                "maxPods: 100\nfeatureGates: {MemoryQoS: true}",
+            ),
+        ),
+        ("pools/cpu.yaml", pool_file("cpu", CPU_SEL, 0, "")),
+        (
+            "pools/old.yaml",
+            pool_file("old", "{matchLabels: {pool: old}}", 0, ""),
+        ),
+    ]);
+    let plan = plan(Some(&base), &head, &nodes());
+    let gpu = find(&plan, "gpu");
+    let spec: Vec<String> = gpu.spec_diff.iter().map(|c| c.to_string()).collect();
+    assert_eq!(
+        spec,
+        [
+            "nodeSelector: pool=gpu -> pool in (gpu,cpu)",
+            "priority: 0 -> 5"
+        ]
+    );
+    let from_cpu = gpu
+        .moves
+        .iter()
+        .find(|m| m.from.pool() == Some("cpu"))
+        .expect("c1 moves from cpu");
+    assert_eq!(from_cpu.nodes, ["c1"]);
+    let diff: Vec<String> = from_cpu
+        .diff
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
+    assert_eq!(
+        diff,
+        [
+            "featureGates.MemoryQoS: (unset) -> true",
+            "maxPods: 110 -> 100"
+        ]
+    );
+    assert_eq!(from_cpu.disruptive[0].field, "featureGates.MemoryQoS");
+    // The unchanged cpu pool only loses a node: no section of its own.
+    assert!(find(&plan, "cpu").moves.is_empty());
+}
+
+#[test]
+fn overlaps_are_errors_and_their_nodes_do_not_move() {
+    let base = base_repo();
+    let head = repo(&[
+        (
+            "pools/gpu.yaml",
+            pool_file("gpu", GPU_SEL, 0, "maxPods: 90"),
+        ),
+        ("pools/cpu.yaml", pool_file("cpu", "{}", 0, "")),
+        (
+            "pools/old.yaml",
+            pool_file("old", "{matchLabels: {pool: old}}", 1, ""),
+        ),
+    ]);
+    let plan = plan(Some(&base), &head, &nodes());
+    assert!(plan.has_errors());
+    let overlapped: Vec<&str> = plan.overlaps.iter().map(|o| o.node.as_str()).collect();
+    assert_eq!(overlapped, ["g1", "g2"]);
+    assert!(!plan.changed_nodes().contains("g1"));
+    assert!(
+        summary(&plan).starts_with("error: 2 nodes selected by two pools of the same priority; ")
+    );
+    let md = to_markdown(&plan);
+    assert!(
+        md.contains(
+            "> - node g1 is selected by pool cpu (pools/cpu.yaml) and pool gpu (pools/gpu.yaml)"
+        ),
+        "{md}"
+    );
+}
+
+#[test]
+fn a_namespace_change_moves_every_node() {
+    let base = base_repo();
+    let settings = "apiVersion: kubelet-gitops.io/v1alpha1\nkind: RepoSettings\nspec:\n  namespace: kube-system\n".to_string();
+    let head = repo(&[
+        ("kubelet-gitops.yaml", settings),
+        (
+            "pools/gpu.yaml",
+            pool_file("gpu", GPU_SEL, 0, "maxPods: 100"),
+        ),
+        ("pools/cpu.yaml", pool_file("cpu", CPU_SEL, 0, "")),
+        (
+            "pools/old.yaml",
+            pool_file("old", "{matchLabels: {pool: old}}", 0, ""),
+        ),
+    ]);
+    let plan = plan(Some(&base), &head, &nodes());
+    assert_eq!(
+        plan.settings[0].to_string(),
+        "namespace: kubelet-gitops -> kube-system"
+    );
+    assert_eq!(plan.changed_nodes().len(), 4);
+    assert_eq!(find(&plan, "gpu").change, PoolChange::Changed);
+    assert!(find(&plan, "gpu").config_diff.is_empty());
+}
+
+#[test]
+fn no_base_means_every_pool_is_new() {
+    let head = base_repo();
+    let plan = plan(None, &head, &nodes());
+    assert!(plan.pools.iter().all(|p| p.change == PoolChange::Added));
+    assert_eq!(plan.changed_nodes().len(), 4);
+    assert!(to_markdown(&plan).contains("There is no base revision"));
+}
+
+#[test]
+fn an_identical_revision_changes_nothing() {
+    let plan = plan(Some(&base_repo()), &base_repo(), &nodes());
+    assert_eq!(summary(&plan), "no changes");
+    assert!(plan.changed_pools().next().is_none());
+    let md = to_markdown(&plan);
+    assert!(!md.contains("### Pool"), "{md}");
+}
+
+#[test]
+fn markdown_shows_every_part_and_is_deterministic() {
+    let base = base_repo();
+    let head = repo(&[
+        (
+            "pools/gpu.yaml",
+            pool_file("gpu", GPU_SEL, 0, "maxPods: 64\ncgroupDriver: systemd"),
+        ),
+        ("pools/cpu.yaml", pool_file("cpu", CPU_SEL, 0, "")),
+    ]);
+    let p = plan(Some(&base), &head, &nodes());
+    let md = to_markdown(&p);
+    assert_eq!(md, to_markdown(&plan(Some(&base), &head, &nodes())));
+    let gpu_old = &base.pool("gpu").unwrap().configmap_name;
+    let gpu_new = &head.pool("gpu").unwrap().configmap_name;
+    for want in [
+        "## kubelet-gitops plan".to_string(),
+        "**2 pools change, 3 nodes; 1 field overridden by flags on 1 node; disruptive: cgroupDriver**".into(),
+        format!("| `gpu` | changed | `{gpu_old}` | `{gpu_new}` | 2 |"),
+        "| `old` | removed |".into(),
+        "### Pool `gpu` (changed)".into(),
+        format!("ConfigMap: `kubelet-gitops/{gpu_old}` -> `kubelet-gitops/{gpu_new}`"),
+        "maxPods: 100 -> 64".into(),
+        "cgroupDriver: \"cgroupfs\" -> \"systemd\"".into(),
+        "- `cgroupDriver` `\"cgroupfs\"` -> `\"systemd\"`: must match the container runtime's cgroup driver".into(),
+        format!("- 2 nodes from `{gpu_old}` to `{gpu_new}`: g1, g2"),
+        "| `maxPods` | `64` | `--max-pods` | `110` | g2 |".into(),
+        "### Pool `old` (removed)".into(),
+        "- 1 node from `kubelet-old-".into(),
+        "to their local config: o1".into(),
+    ] {
+        assert!(md.contains(&want), "missing {want:?} in\n{md}");
+    }
+    assert!(!md.contains("### Pool `cpu`"), "{md}");
+}
+
+#[test]
+fn without_nodes_the_plan_says_so() {
+    let head = repo(&[(
+        "pools/gpu.yaml",
+        pool_file("gpu", GPU_SEL, 0, "maxPods: 64"),
+    )]);
+    let p = plan(Some(&base_repo()), &head, &[]);
+    assert_eq!(summary(&p), "3 pools change (no nodes given)");
+    assert!(to_markdown(&p).contains("No nodes were given"));
+}
+
+#[test]
+fn unparseable_flags_are_a_note_not_a_failure() {
+    let head = repo(&[(
+        "pools/gpu.yaml",
+        pool_file("gpu", GPU_SEL, 0, "maxPods: 64"),
+    )]);
+    let nodes = vec![flagged(node("g1", "gpu"), "--no-such-flag")];
+    let p = plan(None, &head, &nodes);
+    assert!(
+        p.notes[0]
+            .contains("the kubelet flags of g1 cannot be parsed (unknown flag: --no-such-flag)"),
+        "{:?}",
+        p.notes
+    );
+}
+
+#[test]
+fn disruptive_fields_match_by_path() {
+    assert!(disruption_of("featureGates.MemoryQoS").is_some());
+    assert!(
+        disruption_of("kubeReserved.cpu")
+            .unwrap()
+            .contains("Allocatable")
+    );
+    assert!(
+        disruption_of("kubeReservedCgroup")
+            .unwrap()
+            .contains("must exist")
+    );
+    assert!(disruption_of("cpuManagerPolicyOptions.full-pcpus-only").is_some());
+    assert_eq!(disruption_of("maxPods"), None);
+    assert_eq!(disruption_of("cpuManagerReconcilePeriod"), None);
+}
+
+#[test]
+fn the_rollout_line_says_how_nodes_take_the_change() {
+    let head = repo(&[(
+        "pools/gpu.yaml",
+        pool_file("gpu", GPU_SEL, 0, "") + "  rollout: {maxUnavailable: 50%, canary: 1}\n",
+    )]);
+    let nodes: Vec<NodeInfo> = (0..4).map(|i| node(&format!("g{i}"), "gpu")).collect();
+    let md = to_markdown(&plan(None, &head, &nodes));
+    assert!(md.contains("Rollout: 4 nodes in the pool; 1 canary node first, then at most 2 at a time (maxUnavailable 50%)."), "{md}");
+    let paused = repo(&[(
+        "pools/gpu.yaml",
+        pool_file("gpu", GPU_SEL, 0, "") + "  rollout: {paused: true}\n",
+    )]);
+    assert!(to_markdown(&plan(None, &paused, &nodes)).contains("Rollout: **paused**"));
+}
+
+#[test]
+fn an_invalid_head_summary_names_the_first_error() {
+    let src = MemorySource::new([(
+        "pools/gpu.yaml",
+        pool_file("gpu", GPU_SEL, 0, "maxPod: 1").into_bytes(),
+    )]);
+    let errors = render_repo(&src, &RenderOptions::default()).unwrap_err();
+    assert_eq!(
+        invalid_summary(&errors),
+        "error: 1 error in the repository; pools/gpu.yaml:9:5: spec.kubelet.maxPod: unknown field \"maxPod\" (did you mean `maxPods`?)"
+    );
+    let md = invalid_markdown("abc1234", &errors);
+    assert!(
+        md.contains("Head `abc1234`") && md.contains("```text\npools/gpu.yaml:9:5: "),
+        "{md}"
+    );
+}

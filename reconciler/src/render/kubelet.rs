@@ -1,0 +1,221 @@
+//! A pool's KubeletConfiguration: the base file, the merge, the rendered YAML, and the
+//! kubelet's validation with every problem traced back to the file and line that set
+//! the field.
+
+use std::collections::BTreeMap;
+
+use kubelet_gitops_core::decode::{self, Position, SourceMap, join_key};
+use kubelet_gitops_core::effective::merge_patch;
+use kubelet_gitops_core::types::{self as kubelet_types, KubeletConfiguration};
+use kubelet_gitops_core::validation::{self, HostInfo};
+use kubelet_gitops_core::{defaults, protocol};
+use serde_json::Value;
+
+use super::pool::PoolDoc;
+use super::{RenderedPool, RepoError, without_nulls};
+
+/// `base/kubelet.yaml`, decoded and checked: the object every pool's config starts from.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Base {
+    /// The file, relative to the repository root; `None` when the repository has none.
+    pub path: Option<String>,
+    /// The fields it sets, without `apiVersion`/`kind`.
+    pub value: Value,
+    pub map: SourceMap,
+}
+
+/// Errors located in the base file, with the pools whose rendering found them: one base
+/// mistake is reported once, naming every pool it breaks.
+#[derive(Debug, Default)]
+pub(super) struct BaseErrors(BTreeMap<RepoError, Vec<String>>);
+
+impl BaseErrors {
+    fn add(&mut self, error: RepoError, pool: &str) {
+        self.0.entry(error).or_default().push(pool.to_string());
+    }
+
+    /// The errors, each saying which pools' configs it breaks.
+    pub(super) fn into_errors(self) -> impl Iterator<Item = RepoError> {
+        self.0.into_iter().map(|(mut e, pools)| {
+            let s = if pools.len() == 1 { "" } else { "s" };
+            e.message
+                .push_str(&format!(" (in the config of pool{s} {})", pools.join(", ")));
+            e
+        })
+    }
+}
+
+/// Decodes `base/kubelet.yaml`: a partial KubeletConfiguration, with or without
+/// `apiVersion`/`kind` (when present they must be the kubelet's).
+pub(super) fn decode_base(path: &str, bytes: &[u8], errors: &mut Vec<RepoError>) -> Option<Base> {
+    let (mut value, map) = match decode::decode_value(path, bytes) {
+        Ok(v) => v,
+        Err(e) => {
+            errors.push(e.into());
+            return None;
+        }
+    };
+    if let Err(e) = decode::from_value::<KubeletConfiguration>(path, &without_nulls(&value), &map) {
+        errors.push(e.into());
+        return None;
+    }
+    let Value::Object(fields) = &mut value else {
+        // decode_value only returns mappings.
+        return None;
+    };
+    let mut ok = true;
+    for (key, expected) in [
+        ("apiVersion", kubelet_types::API_VERSION),
+        ("kind", kubelet_types::KIND),
+    ] {
+        match fields.remove(key) {
+            None | Some(Value::Null) => {}
+            Some(Value::String(s)) if s == expected => {}
+            Some(other) => {
+                ok = false;
+                errors.push(RepoError::at_field(
+                    path,
+                    &map,
+                    key,
+                    format!("{key} is {other}, expected {expected:?} (or leave it out)"),
+                ));
+            }
+        }
+    }
+    ok.then(|| Base {
+        path: Some(path.to_string()),
+        value,
+        map,
+    })
+}
+
+/// Merges the pool over the base, renders the YAML, and validates it as the kubelet
+/// would. Errors located in the pool file go to `errors`, those in the base to
+/// `base_errors`.
+pub(super) fn render_pool(
+    doc: &PoolDoc,
+    base: &Base,
+    errors: &mut Vec<RepoError>,
+    base_errors: &mut BaseErrors,
+) -> Option<RenderedPool> {
+    let name = &doc.spec.name;
+    let mut merged = Value::Object(serde_json::Map::new());
+    merge_patch(&mut merged, &base.value);
+    merge_patch(&mut merged, &doc.kubelet);
+    let mut config: KubeletConfiguration =
+        match decode::from_value(&doc.path, &merged, &SourceMap::new()) {
+            Ok(c) => c,
+            Err(e) => {
+                // Both parts decoded on their own; only their combination can fail here.
+                let field = e.field.clone().unwrap_or_default();
+                errors.push(
+                    RepoError::new(
+                        &doc.path,
+                        join_key("spec.kubelet", &field),
+                        format!(
+                            "the config merged over the base does not decode: {}",
+                            e.message
+                        ),
+                    )
+                    .at(doc.map.position(&join_key("spec.kubelet", &field))),
+                );
+                return None;
+            }
+        };
+    config.api_version = Some(kubelet_types::API_VERSION.to_string());
+    config.kind = Some(kubelet_types::KIND.to_string());
+
+    let rendered = match render_yaml(&config) {
+        Ok(r) => r,
+        Err(m) => {
+            errors.push(RepoError::new(&doc.path, "spec.kubelet", m));
+            return None;
+        }
+    };
+
+    let effective = defaults::defaulted(&config);
+    let problems = validation::validate(&effective, &HostInfo::default());
+    for problem in &problems {
+        match locate(&problem.field, doc, base) {
+            Location::Pool(field, position) => {
+                errors.push(RepoError::new(&doc.path, field, &problem.message).at(Some(position)));
+            }
+            Location::Base(file, field, position) => base_errors.add(
+                RepoError::new(file, field, &problem.message).at(Some(position)),
+                name,
+            ),
+            Location::Default => errors.push(RepoError::new(
+                &doc.path,
+                join_key("spec.kubelet", &problem.field),
+                format!(
+                    "{} (the value is the kubelet's default: neither this pool nor the base \
+                     sets it)",
+                    problem.message
+                ),
+            )),
+        }
+    }
+    if !problems.is_empty() {
+        return None;
+    }
+    let configmap_name = protocol::configmap_name(name, rendered.as_bytes());
+    Some(RenderedPool {
+        spec: doc.spec.clone(),
+        rendered,
+        config,
+        configmap_name,
+    })
+}
+
+/// The config as the YAML the ConfigMap holds, checked to decode back to the same config
+/// with the kubelet's strict decoder (what the node agent will do with it).
+pub(super) fn render_yaml(config: &KubeletConfiguration) -> Result<String, String> {
+    let rendered = serde_saphyr::to_string(config)
+        .map_err(|e| format!("cannot write the config as YAML: {e}"))?;
+    match decode::decode_kubelet_configuration("rendered", rendered.as_bytes()) {
+        Ok((back, _)) if back == *config => Ok(rendered),
+        Ok(_) => Err(
+            "internal error: the rendered YAML decodes to a different config; please report \
+             this with the pool file"
+                .to_string(),
+        ),
+        Err(e) => Err(format!(
+            "internal error: the rendered YAML does not decode ({e}); please report this with \
+             the pool file"
+        )),
+    }
+}
+
+/// Where a validation problem's field was set.
+enum Location {
+    /// In the pool file: field path in the file, position.
+    Pool(String, Position),
+    /// In the base file: file, field path, position.
+    Base(String, String, Position),
+    /// Nowhere: the kubelet's default.
+    Default,
+}
+
+/// The most specific place that sets `field` (or an ancestor of it), the pool before the
+/// base at each level: `evictionHard.memory.available` is found at its own line if either
+/// file sets it, else at `evictionHard` in the pool, else in the base.
+fn locate(field: &str, doc: &PoolDoc, base: &Base) -> Location {
+    let mut current = Some(field);
+    while let Some(path) = current {
+        let in_pool = join_key("spec.kubelet", path);
+        if let Some(p) = doc.map.get(&in_pool) {
+            return Location::Pool(in_pool, p);
+        }
+        if let (Some(file), Some(p)) = (&base.path, base.map.get(path)) {
+            return Location::Base(file.clone(), path.to_string(), p);
+        }
+        current = parent(path);
+    }
+    Location::Default
+}
+
+/// The path one segment up (`a.b[0]` -> `a.b` -> `a`), `None` at the top.
+fn parent(path: &str) -> Option<&str> {
+    let cut = path.rfind(['.', '['])?;
+    Some(&path[..cut]).filter(|p| !p.is_empty())
+}

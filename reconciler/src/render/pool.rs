@@ -1,0 +1,366 @@
+//! A pool file, `pools/<name>.yaml`: a `kubelet-gitops.io/v1alpha1` `NodePool`.
+//!
+//! Each part of the document (metadata, selector, priority, rollout, kubelet) is decoded
+//! on its own, so that one file reports all of its problems at once rather than the
+//! first one only.
+
+use kubelet_gitops_core::decode::{self, SourceMap, join_index, join_key};
+use kubelet_gitops_core::types::{self as kubelet_types, KubeletConfiguration};
+use kubelet_gitops_sim::inventory::{label_key_errors, label_value_errors};
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use serde_json::Value;
+
+use super::settings::{API_VERSION, POOL_KIND, RolloutDoc, dns1123_label_error, resolve_rollout};
+use super::{RepoError, RepoSettings, decode_part, is_within, join_path, without_nulls};
+use crate::model::{LabelSelector, Operator, PoolSpec};
+
+/// A pool file, decoded and checked, before merging with the base.
+#[derive(Debug, Clone)]
+pub(super) struct PoolDoc {
+    /// The file, relative to the repository root.
+    pub path: String,
+    /// Name, selector, priority, rollout (settings' defaults applied).
+    pub spec: PoolSpec,
+    /// `spec.kubelet` as written (an object; `{}` when absent), without
+    /// `apiVersion`/`kind`.
+    pub kubelet: Value,
+    /// Positions in the file, paths from the document root (`spec.kubelet.maxPods`).
+    pub map: SourceMap,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PoolTop {
+    // Checked by `check_type_meta` before this struct is decoded.
+    #[serde(rename = "apiVersion")]
+    _api_version: IgnoredAny,
+    #[serde(rename = "kind")]
+    _kind: IgnoredAny,
+    metadata: Option<Value>,
+    spec: Option<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Metadata {
+    name: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct SpecDoc {
+    node_selector: Option<Value>,
+    priority: Option<i32>,
+    rollout: Option<Value>,
+    kubelet: Option<Value>,
+}
+
+/// Decodes and checks the pool file `path`. `None` when anything is wrong (every problem
+/// is in `errors`).
+pub(super) fn decode(
+    path: &str,
+    bytes: &[u8],
+    settings: &RepoSettings,
+    errors: &mut Vec<RepoError>,
+) -> Option<PoolDoc> {
+    let before = errors.len();
+    let (value, map) = match decode::decode_value(path, bytes) {
+        Ok(v) => v,
+        Err(e) => {
+            errors.push(e.into());
+            return None;
+        }
+    };
+    if let Err(e) = decode::check_type_meta(path, &value, &map, API_VERSION, POOL_KIND) {
+        let mut e = RepoError::from(e);
+        e.message.push_str(&format!(
+            " (every YAML file in pools/ must be a {POOL_KIND}; exclude other files with \
+             `exclude` in kubelet-gitops.yaml)"
+        ));
+        errors.push(e);
+        return None;
+    }
+    let top: PoolTop = match decode_part(path, &value, &map, "") {
+        Ok(t) => t,
+        Err(e) => {
+            errors.push(e);
+            return None;
+        }
+    };
+
+    let name = decode_name(path, top.metadata.as_ref(), &map, errors);
+
+    let Some(spec_value) = top.spec.as_ref().filter(|v| !v.is_null()) else {
+        errors.push(RepoError::new(
+            path,
+            "spec",
+            "spec is required: a NodePool needs at least spec.nodeSelector",
+        ));
+        return None;
+    };
+    let spec: SpecDoc = match decode_part(path, spec_value, &map, "spec") {
+        Ok(s) => s,
+        Err(e) => {
+            errors.push(e);
+            return None;
+        }
+    };
+
+    let selector = match spec.node_selector.as_ref() {
+        None | Some(Value::Null) => {
+            errors.push(RepoError::at_field(
+                path,
+                &map,
+                "spec.nodeSelector",
+                "spec.nodeSelector is required; write `nodeSelector: {}` to select every node",
+            ));
+            None
+        }
+        Some(v) => match decode_part::<LabelSelector>(path, v, &map, "spec.nodeSelector") {
+            Ok(sel) => {
+                check_selector(path, &map, &sel, errors);
+                Some(sel)
+            }
+            Err(e) => {
+                errors.push(e);
+                None
+            }
+        },
+    };
+
+    let rollout = match spec.rollout.as_ref().filter(|v| !v.is_null()) {
+        None => settings.rollout_defaults.clone(),
+        Some(v) => match decode_part::<RolloutDoc>(path, v, &map, "spec.rollout") {
+            Ok(doc) => resolve_rollout(
+                path,
+                &map,
+                "spec.rollout",
+                &doc,
+                &settings.rollout_defaults,
+                errors,
+            ),
+            Err(e) => {
+                errors.push(e);
+                settings.rollout_defaults.clone()
+            }
+        },
+    };
+
+    let kubelet = decode_kubelet(path, spec.kubelet, &map, settings, errors);
+
+    if errors.len() > before {
+        return None;
+    }
+    let (Some(name), Some(selector), Some(kubelet)) = (name, selector, kubelet) else {
+        return None;
+    };
+    Some(PoolDoc {
+        path: path.to_string(),
+        spec: PoolSpec {
+            name,
+            source_path: path.to_string(),
+            selector,
+            priority: spec.priority.unwrap_or(0),
+            rollout,
+        },
+        kubelet,
+        map,
+    })
+}
+
+/// `metadata.name`: present, a DNS-1123 label, equal to the file's stem.
+fn decode_name(
+    path: &str,
+    metadata: Option<&Value>,
+    map: &SourceMap,
+    errors: &mut Vec<RepoError>,
+) -> Option<String> {
+    let stem = path
+        .rsplit('/')
+        .next()
+        .and_then(|f| f.strip_suffix(".yaml").or_else(|| f.strip_suffix(".yml")))
+        .unwrap_or(path);
+    let name = match metadata.filter(|v| !v.is_null()) {
+        None => None,
+        Some(v) => match decode_part::<Metadata>(path, v, map, "metadata") {
+            Ok(m) => m.name,
+            Err(e) => {
+                errors.push(e);
+                return None;
+            }
+        },
+    };
+    let Some(name) = name else {
+        errors.push(RepoError::at_field(
+            path,
+            map,
+            "metadata.name",
+            format!("metadata.name is required and must be the file's name, {stem:?}"),
+        ));
+        return None;
+    };
+    if let Some(m) = dns1123_label_error(&name) {
+        errors.push(RepoError::at_field(
+            path,
+            map,
+            "metadata.name",
+            format!(
+                "invalid pool name {name:?}: {m} (the name is the value of the \
+                 kubelet-gitops.io/pool label and part of the ConfigMap name \
+                 kubelet-<pool>-<hash>)"
+            ),
+        ));
+        return None;
+    }
+    if name != stem {
+        errors.push(RepoError::at_field(
+            path,
+            map,
+            "metadata.name",
+            format!(
+                "metadata.name {name:?} must equal the file's name {stem:?} (pools/<name>.yaml): \
+                 rename the file or the pool"
+            ),
+        ));
+        return None;
+    }
+    Some(name)
+}
+
+/// `metav1.ValidateLabelSelector`: operators and values, label keys and values.
+fn check_selector(path: &str, map: &SourceMap, sel: &LabelSelector, errors: &mut Vec<RepoError>) {
+    const PREFIX: &str = "spec.nodeSelector";
+    let mut fail = |field: String, message: String| {
+        errors.push(RepoError::at_field(path, map, field, message));
+    };
+    for (field, message) in sel.problems() {
+        fail(join_path(PREFIX, &field), message);
+    }
+    for (k, v) in &sel.match_labels {
+        let field = join_key(&join_key(PREFIX, "matchLabels"), k);
+        for m in label_key_errors(k) {
+            fail(field.clone(), format!("invalid label key {k:?}: {m}"));
+        }
+        for m in label_value_errors(v) {
+            fail(field.clone(), format!("invalid label value {v:?}: {m}"));
+        }
+    }
+    for (i, r) in sel.match_expressions.iter().enumerate() {
+        let at = join_index(&join_key(PREFIX, "matchExpressions"), i);
+        for m in label_key_errors(&r.key) {
+            fail(
+                join_key(&at, "key"),
+                format!("invalid label key {:?}: {m}", r.key),
+            );
+        }
+        if matches!(r.operator, Operator::In | Operator::NotIn) {
+            for (j, v) in r.values.iter().enumerate() {
+                for m in label_value_errors(v) {
+                    fail(
+                        join_index(&join_key(&at, "values"), j),
+                        format!("invalid label value {v:?}: {m}"),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// `spec.kubelet`: a strictly valid partial KubeletConfiguration (the kubelet decoder's
+/// errors and suggestions, at their lines in the pool file), `apiVersion`/`kind` removed,
+/// and nothing the policy forbids.
+fn decode_kubelet(
+    path: &str,
+    kubelet: Option<Value>,
+    map: &SourceMap,
+    settings: &RepoSettings,
+    errors: &mut Vec<RepoError>,
+) -> Option<Value> {
+    const PREFIX: &str = "spec.kubelet";
+    let mut value = match kubelet {
+        None | Some(Value::Null) => return Some(Value::Object(serde_json::Map::new())),
+        Some(v) => v,
+    };
+    // `null` removes a field of the base (JSON merge patch): check what remains.
+    if let Err(e) = decode_part::<KubeletConfiguration>(path, &without_nulls(&value), map, PREFIX) {
+        errors.push(e);
+        return None;
+    }
+    let Value::Object(fields) = &mut value else {
+        // A typed decode of a non-object into the config struct fails above.
+        return None;
+    };
+    let mut ok = true;
+    for (key, expected) in [
+        ("apiVersion", kubelet_types::API_VERSION),
+        ("kind", kubelet_types::KIND),
+    ] {
+        match fields.remove(key) {
+            None | Some(Value::Null) => {}
+            Some(Value::String(s)) if s == expected => {}
+            Some(other) => {
+                ok = false;
+                errors.push(RepoError::at_field(
+                    path,
+                    map,
+                    join_key(PREFIX, key),
+                    format!(
+                        "{key} is {other}; spec.kubelet may only say {expected:?} (or leave it out)"
+                    ),
+                ));
+            }
+        }
+    }
+    let set = set_paths(&value);
+    for forbidden in &settings.policy.forbidden_pool_fields {
+        // The pool sets the field or something under it, or removes (null) an ancestor.
+        let hit = set
+            .iter()
+            .find(|(p, v)| is_within(p, forbidden) || (v.is_null() && is_within(forbidden, p)));
+        if let Some((p, _)) = hit {
+            ok = false;
+            let settings_file = settings
+                .source_path
+                .as_deref()
+                .unwrap_or("kubelet-gitops.yaml");
+            errors.push(RepoError::at_field(
+                path,
+                map,
+                join_key(PREFIX, p),
+                format!(
+                    "pools may not set {forbidden}: {settings_file} lists it in \
+                     spec.policy.forbiddenPoolFields (set it in base/kubelet.yaml, or change \
+                     the policy)"
+                ),
+            ));
+        }
+    }
+    ok.then_some(value)
+}
+
+/// Every path the value sets (objects and list elements, recursively), with its value.
+pub(super) fn set_paths(value: &Value) -> Vec<(String, &Value)> {
+    fn walk<'v>(prefix: &str, value: &'v Value, out: &mut Vec<(String, &'v Value)>) {
+        match value {
+            Value::Object(m) => {
+                for (k, v) in m {
+                    let p = join_key(prefix, k);
+                    out.push((p.clone(), v));
+                    walk(&p, v, out);
+                }
+            }
+            Value::Array(items) => {
+                for (i, v) in items.iter().enumerate() {
+                    let p = join_index(prefix, i);
+                    out.push((p.clone(), v));
+                    walk(&p, v, out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk("", value, &mut out);
+    out
+}

@@ -1,0 +1,430 @@
+//! `kubelet-gitops.yaml`: the repository settings (`kind: RepoSettings`), the rollout
+//! fields shared by the settings' defaults and each pool's `spec.rollout`, and the
+//! include/exclude globs.
+
+use std::time::Duration;
+
+use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
+use kubelet_gitops_core::decode::{self, Position, SourceMap, join_index, join_key};
+use kubelet_gitops_core::types::KubeletConfiguration;
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use serde_json::Value;
+
+use super::{RepoError, RepoSettings, decode_part};
+use crate::model::{IntOrPercent, Rollout};
+
+/// The API version of `RepoSettings` and `NodePool` documents.
+pub const API_VERSION: &str = "kubelet-gitops.io/v1alpha1";
+/// The kind of `kubelet-gitops.yaml`.
+pub const SETTINGS_KIND: &str = "RepoSettings";
+/// The kind of a pool file.
+pub const POOL_KIND: &str = "NodePool";
+/// The namespace of the ConfigMaps when the settings name none.
+pub const DEFAULT_NAMESPACE: &str = "kubelet-gitops";
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SettingsDoc {
+    // Checked by `check_type_meta` before this struct is decoded.
+    #[serde(rename = "apiVersion")]
+    _api_version: IgnoredAny,
+    #[serde(rename = "kind")]
+    _kind: IgnoredAny,
+    #[serde(default)]
+    spec: Option<Value>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct SettingsSpec {
+    namespace: Option<String>,
+    include: Option<Vec<String>>,
+    exclude: Option<Vec<String>>,
+    keep_config_maps: Option<usize>,
+    rollout: Option<Value>,
+    policy: Option<PolicyDoc>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct PolicyDoc {
+    forbidden_pool_fields: Option<Vec<String>>,
+}
+
+/// `rollout` as written (settings' `spec.rollout`, a pool's `spec.rollout`): every field
+/// optional, checked by [`resolve_rollout`].
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct RolloutDoc {
+    max_unavailable: Option<Value>,
+    canary: Option<u32>,
+    paused: Option<bool>,
+    health_timeout: Option<String>,
+    lkg_grace: Option<String>,
+}
+
+/// Decodes and checks the settings file. `None` when it does not decode at all (the
+/// errors are in `errors`); otherwise the settings, with a default in place of each field
+/// that is wrong (and reported).
+pub(super) fn decode(
+    path: &str,
+    bytes: &[u8],
+    errors: &mut Vec<RepoError>,
+) -> Option<(RepoSettings, Globs)> {
+    let (value, map) = match decode::decode_value(path, bytes) {
+        Ok(v) => v,
+        Err(e) => {
+            errors.push(e.into());
+            return None;
+        }
+    };
+    if let Err(e) = decode::check_type_meta(path, &value, &map, API_VERSION, SETTINGS_KIND) {
+        errors.push(e.into());
+        return None;
+    }
+    let doc: SettingsDoc = match decode_part(path, &value, &map, "") {
+        Ok(d) => d,
+        Err(e) => {
+            errors.push(e);
+            return None;
+        }
+    };
+    let spec: SettingsSpec = match &doc.spec {
+        None | Some(Value::Null) => SettingsSpec::default(),
+        Some(v) => match decode_part(path, v, &map, "spec") {
+            Ok(s) => s,
+            Err(e) => {
+                errors.push(e);
+                return None;
+            }
+        },
+    };
+
+    let mut settings = RepoSettings {
+        source_path: Some(path.to_string()),
+        ..RepoSettings::default()
+    };
+    if let Some(ns) = spec.namespace {
+        match dns1123_label_error(&ns) {
+            None => settings.namespace = ns,
+            Some(m) => errors.push(RepoError::at_field(
+                path,
+                &map,
+                "spec.namespace",
+                format!("invalid namespace {ns:?}: {m}"),
+            )),
+        }
+    }
+    match spec.keep_config_maps {
+        Some(0) => errors.push(RepoError::at_field(
+            path,
+            &map,
+            "spec.keepConfigMaps",
+            "must be at least 1: the ConfigMap a pool rolls out must be kept even when no \
+             node names it yet",
+        )),
+        Some(keep) => settings.keep_configmaps = keep,
+        None => {}
+    }
+    if let Some(v) = spec.rollout.as_ref().filter(|v| !v.is_null()) {
+        match decode_part::<RolloutDoc>(path, v, &map, "spec.rollout") {
+            Ok(doc) => {
+                settings.rollout_defaults = resolve_rollout(
+                    path,
+                    &map,
+                    "spec.rollout",
+                    &doc,
+                    &Rollout::default(),
+                    errors,
+                );
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    let forbidden = spec
+        .policy
+        .and_then(|p| p.forbidden_pool_fields)
+        .unwrap_or_default();
+    for (i, field) in forbidden.iter().enumerate() {
+        let at = join_index("spec.policy.forbiddenPoolFields", i);
+        match check_field_path(path, field) {
+            Ok(()) => settings.policy.forbidden_pool_fields.push(field.clone()),
+            Err(m) => errors.push(RepoError::at_field(path, &map, at, m)),
+        }
+    }
+
+    let origin = |list: &str, i: usize| Origin {
+        file: path.to_string(),
+        field: join_index(&join_key("spec", list), i),
+        position: map.get(&join_index(&join_key("spec", list), i)),
+    };
+    let globs = Globs {
+        include: spec
+            .include
+            .unwrap_or_default()
+            .into_iter()
+            .enumerate()
+            .map(|(i, p)| (p, origin("include", i)))
+            .collect(),
+        exclude: spec
+            .exclude
+            .unwrap_or_default()
+            .into_iter()
+            .enumerate()
+            .map(|(i, p)| (p, origin("exclude", i)))
+            .collect(),
+    };
+    Some((settings, globs))
+}
+
+/// A KubeletConfiguration field path as the policy names it: non-empty, its first
+/// segment a field of the config (misspellings get the closest field).
+fn check_field_path(file: &str, field: &str) -> Result<(), String> {
+    let top = field.split(['.', '[']).next().unwrap_or_default();
+    if top.is_empty() {
+        return Err(format!(
+            "invalid field path {field:?}: expected a KubeletConfiguration field such as \
+             `cgroupDriver` or `featureGates.CPUManager`"
+        ));
+    }
+    let probe = serde_json::json!({ top: null });
+    decode::from_value::<KubeletConfiguration>(file, &probe, &SourceMap::new())
+        .map(|_| ())
+        .map_err(|e| {
+            let hint = e
+                .suggestion
+                .map(|s| format!(" (did you mean `{s}`?)"))
+                .unwrap_or_default();
+            format!("{top:?} is not a KubeletConfiguration field{hint}")
+        })
+}
+
+/// The rollout `doc` sets over `base`, each bad value reported at `prefix.<field>` and
+/// left at `base`'s value.
+pub(super) fn resolve_rollout(
+    file: &str,
+    map: &SourceMap,
+    prefix: &str,
+    doc: &RolloutDoc,
+    base: &Rollout,
+    errors: &mut Vec<RepoError>,
+) -> Rollout {
+    let mut out = base.clone();
+    let mut fail = |field: &str, message: String| {
+        errors.push(RepoError::at_field(
+            file,
+            map,
+            join_key(prefix, field),
+            message,
+        ));
+    };
+    if let Some(v) = &doc.max_unavailable {
+        match parse_max_unavailable(v) {
+            Ok(m) => out.max_unavailable = m,
+            Err(m) => fail("maxUnavailable", m),
+        }
+    }
+    if let Some(c) = doc.canary {
+        out.canary = c;
+    }
+    if let Some(p) = doc.paused {
+        out.paused = p;
+    }
+    if let Some(s) = &doc.health_timeout {
+        match parse_duration(s) {
+            Ok(d) => out.health_timeout = d,
+            Err(m) => fail("healthTimeout", m),
+        }
+    }
+    if let Some(s) = &doc.lkg_grace {
+        match parse_duration(s) {
+            Ok(d) => out.lkg_grace = d,
+            Err(m) => fail("lkgGrace", m),
+        }
+    }
+    out
+}
+
+/// `maxUnavailable`: a count or a percentage, at least 1 (or 1%).
+fn parse_max_unavailable(v: &Value) -> Result<IntOrPercent, String> {
+    let parsed = match v {
+        Value::Number(n) => n
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .map(IntOrPercent::Int)
+            .ok_or_else(|| {
+                format!("invalid value {n}: expected a count (3) or a percentage (\"25%\")")
+            })?,
+        Value::String(s) => s.parse::<IntOrPercent>()?,
+        other => {
+            return Err(format!(
+                "invalid value {other}: expected a count (3) or a percentage (\"25%\")"
+            ));
+        }
+    };
+    match parsed {
+        IntOrPercent::Int(0) | IntOrPercent::Percent(0) => Err(format!(
+            "must be at least 1 (or 1%), got {parsed}: with 0 no node could ever apply the \
+             config; set `paused: true` to stop a rollout"
+        )),
+        ok => Ok(ok),
+    }
+}
+
+/// A positive humantime duration (`90s`, `2m`, `1h30m`).
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s.trim())
+        .map_err(|e| format!("invalid duration {s:?}: {e} (write e.g. 90s, 2m or 1h30m)"))?;
+    if d.is_zero() {
+        return Err(format!("invalid duration {s:?}: must be more than zero"));
+    }
+    Ok(d)
+}
+
+/// apimachinery's `IsDNS1123Label` as one message (`None` when valid): at most 63
+/// characters of lowercase letters, digits and `-`, starting and ending alphanumeric.
+pub(super) fn dns1123_label_error(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut msgs = Vec::new();
+    if b.len() > 63 {
+        msgs.push("must be no more than 63 characters".to_string());
+    }
+    let chars_ok = b
+        .iter()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-');
+    let ends_ok = |c: Option<&u8>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    if !chars_ok || !ends_ok(b.first()) || !ends_ok(b.last()) {
+        msgs.push(
+            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or \
+             '-', and must start and end with an alphanumeric character (e.g. 'my-name', or \
+             '123-abc')"
+                .to_string(),
+        );
+    }
+    (!msgs.is_empty()).then(|| msgs.join(", "))
+}
+
+/// Where a glob was written, for its error.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Origin {
+    file: String,
+    field: String,
+    position: Option<Position>,
+}
+
+/// The include and exclude globs, relative to the config root, with where each was
+/// written.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Globs {
+    include: Vec<(String, Origin)>,
+    exclude: Vec<(String, Origin)>,
+}
+
+/// Compiled globs: a path counts when an include glob matches and no exclude glob does.
+#[derive(Debug, Clone)]
+pub(super) struct Matcher {
+    include: GlobSet,
+    exclude: GlobSet,
+}
+
+impl Matcher {
+    /// Whether `rel` (relative to the config root) is part of the config tree.
+    pub(super) fn matches(&self, rel: &str) -> bool {
+        self.include.is_match(rel) && !self.exclude.is_match(rel)
+    }
+}
+
+impl Globs {
+    /// These globs, then the command line's.
+    pub(super) fn with_command_line(mut self, include: &[String], exclude: &[String]) -> Globs {
+        let cli = |flag: &str| Origin {
+            file: flag.to_string(),
+            field: String::new(),
+            position: None,
+        };
+        self.include
+            .extend(include.iter().map(|p| (p.clone(), cli("--include"))));
+        self.exclude
+            .extend(exclude.iter().map(|p| (p.clone(), cli("--exclude"))));
+        self
+    }
+
+    /// The include patterns in force: `**` when none is given.
+    pub(super) fn include_patterns(&self) -> Vec<String> {
+        if self.include.is_empty() {
+            vec!["**".to_string()]
+        } else {
+            self.include.iter().map(|(p, _)| p.clone()).collect()
+        }
+    }
+
+    /// The exclude patterns in force.
+    pub(super) fn exclude_patterns(&self) -> Vec<String> {
+        self.exclude.iter().map(|(p, _)| p.clone()).collect()
+    }
+
+    /// Compiles the globs (`*` and `?` stop at `/`; `**` crosses directories), reporting
+    /// every bad one where it was written.
+    pub(super) fn compile(&self) -> Result<Matcher, Vec<RepoError>> {
+        let mut errors = Vec::new();
+        let default = [("**".to_string(), Origin::default())];
+        let include: &[(String, Origin)] = if self.include.is_empty() {
+            &default
+        } else {
+            &self.include
+        };
+        let include = build_set(include, &mut errors);
+        let exclude = build_set(&self.exclude, &mut errors);
+        match (include, exclude) {
+            (Some(include), Some(exclude)) if errors.is_empty() => Ok(Matcher { include, exclude }),
+            _ => Err(errors),
+        }
+    }
+}
+
+fn build_set(globs: &[(String, Origin)], errors: &mut Vec<RepoError>) -> Option<GlobSet> {
+    let mut builder = GlobSetBuilder::new();
+    let before = errors.len();
+    for (pattern, origin) in globs {
+        match compile_glob(pattern) {
+            Ok(g) => {
+                builder.add(g);
+            }
+            Err(m) => {
+                errors.push(RepoError::new(&origin.file, &origin.field, m).at(origin.position))
+            }
+        }
+    }
+    if errors.len() > before {
+        return None;
+    }
+    match builder.build() {
+        Ok(set) => Some(set),
+        Err(e) => {
+            errors.push(RepoError::new(
+                "globs",
+                "",
+                format!("cannot compile the globs: {e}"),
+            ));
+            None
+        }
+    }
+}
+
+fn compile_glob(pattern: &str) -> Result<Glob, String> {
+    if pattern.is_empty() {
+        return Err("an empty glob matches nothing".to_string());
+    }
+    if pattern.starts_with('/') || pattern.split('/').any(|c| c == "..") {
+        return Err(format!(
+            "invalid glob {pattern:?}: globs are relative to the config root and stay inside \
+             it (write e.g. `pools/*.yaml`)"
+        ));
+    }
+    GlobBuilder::new(pattern)
+        .literal_separator(true)
+        .backslash_escape(true)
+        .build()
+        .map_err(|e| format!("invalid glob {pattern:?}: {}", e.kind()))
+}

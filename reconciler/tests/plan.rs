@@ -1,0 +1,487 @@
+//! `kubelet-gitops plan` as a user runs it: real git repositories in temporary
+//! directories (built with the git CLI), the built binary, a node inventory file, and the
+//! simulated API server for `--kubeconfig`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use reconciler::render::{RenderOptions, render_repo};
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/repo")
+}
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_kubelet-gitops"));
+    // The test decides every option: nothing leaks in from the environment.
+    for (k, _) in std::env::vars() {
+        if k.starts_with("KUBELET_GITOPS_") {
+            c.env_remove(k);
+        }
+    }
+    c
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args([
+            "-c",
+            "user.name=Test",
+            "-c",
+            "user.email=test@example.com",
+            "-c",
+            "commit.gpgsign=false",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", dir)
+        .output()
+        .expect("run git");
+    assert!(out.status.success(), "git {args:?}: {}", text(&out.stderr));
+    text(&out.stdout).trim().to_string()
+}
+
+/// A git repository holding the fixture under `root` (with `inventory.yaml` kept
+/// outside), committed once as "base".
+struct Repo {
+    dir: tempfile::TempDir,
+    root: String,
+}
+
+impl Repo {
+    fn new(root: &str) -> Repo {
+        let dir = tempfile::tempdir().unwrap();
+        git(dir.path(), &["init", "-q"]);
+        let repo = Repo {
+            dir,
+            root: root.to_string(),
+        };
+        copy_tree(&fixture(), &repo.config_dir());
+        std::fs::remove_file(repo.config_dir().join("inventory.yaml")).unwrap();
+        repo.commit("base");
+        repo
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn path_str(&self) -> &str {
+        self.path().to_str().unwrap()
+    }
+
+    fn config_dir(&self) -> PathBuf {
+        self.path().join(&self.root)
+    }
+
+    fn write(&self, rel: &str, body: &str) {
+        let p = self.config_dir().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, body).unwrap();
+    }
+
+    fn edit(&self, rel: &str, from: &str, to: &str) {
+        let p = self.config_dir().join(rel);
+        let body = std::fs::read_to_string(&p).unwrap();
+        assert!(body.contains(from), "{from:?} not in {rel}");
+        std::fs::write(p, body.replacen(from, to, 1)).unwrap();
+    }
+
+    fn commit(&self, message: &str) -> String {
+        git(self.path(), &["add", "-A"]);
+        git(self.path(), &["commit", "-q", "-m", message]);
+        git(self.path(), &["rev-parse", "HEAD"])
+    }
+
+    /// The rendered config of `pool` at `rev`, through the library.
+    fn rendered(&self, rev: &str, pool: &str) -> String {
+        let src = reconciler::git::open_revision(self.path(), rev).unwrap();
+        let opts = RenderOptions {
+            root: self.root.clone(),
+            ..RenderOptions::default()
+        };
+        let repo = render_repo(&src, &opts).unwrap();
+        repo.pool(pool).unwrap().rendered.clone()
+    }
+
+    /// What `kubelet-gitops configmap-name kubelet-<pool> <rendered file>` prints.
+    fn configmap_name(&self, rev: &str, pool: &str) -> String {
+        let scratch = tempfile::tempdir().unwrap();
+        let file = scratch.path().join("kubelet.yaml");
+        std::fs::write(&file, self.rendered(rev, pool)).unwrap();
+        let out = bin()
+            .args(["configmap-name", &format!("kubelet-{pool}")])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        text(&out.stdout).trim().to_string()
+    }
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+fn inventory() -> PathBuf {
+    fixture().join("inventory.yaml")
+}
+
+fn plan(repo: &Repo, extra: &[&str]) -> Output {
+    bin()
+        .args([
+            "plan",
+            "--repo",
+            repo.path_str(),
+            "--base",
+            "HEAD~1",
+            "--head",
+            "HEAD",
+        ])
+        .args(extra)
+        .output()
+        .expect("run kubelet-gitops plan")
+}
+
+/// The second commit of the main scenario: the gpu pool changes (maxPods, the static CPU
+/// manager, its rollout) and a new pool `batch` takes cpu-1 from `general`.
+fn change_gpu_and_add_batch(repo: &Repo) {
+    repo.edit(
+        "pools/gpu.yaml",
+        "    maxPods: 64\n",
+        "    maxPods: 48\n    cpuManagerPolicy: static\n    reservedSystemCPUs: \"0-1\"\n",
+    );
+    repo.edit("pools/gpu.yaml", "maxUnavailable: 1", "maxUnavailable: 2");
+    repo.write(
+        "pools/batch.yaml",
+        "apiVersion: kubelet-gitops.io/v1alpha1\nkind: NodePool\nmetadata:\n  name: batch\nspec:\n  nodeSelector:\n    matchLabels: {node.kubernetes.io/pool: cpu}\n  priority: 5\n  kubelet:\n    maxPods: 250\n",
+    );
+    repo.commit("gpu: static CPU manager; new batch pool");
+}
+
+#[test]
+fn a_plan_lists_diffs_names_nodes_overrides_and_disruptions() {
+    let repo = Repo::new("");
+    change_gpu_and_add_batch(&repo);
+    let inv = inventory();
+    let out = plan(&repo, &["--nodes", inv.to_str().unwrap()]);
+    let md = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}\n{md}", text(&out.stderr));
+
+    let gpu_old = repo.configmap_name("HEAD~1", "gpu");
+    let gpu_new = repo.configmap_name("HEAD", "gpu");
+    let general = repo.configmap_name("HEAD~1", "general");
+    let batch = repo.configmap_name("HEAD", "batch");
+    assert_ne!(gpu_old, gpu_new);
+    assert_eq!(
+        general,
+        repo.configmap_name("HEAD", "general"),
+        "general is unchanged"
+    );
+
+    let base_id = git(repo.path(), &["rev-parse", "--short", "HEAD~1"]);
+    let head_id = git(repo.path(), &["rev-parse", "--short", "HEAD"]);
+    for want in [
+        format!("Base `{base_id}` -> head `{head_id}`"),
+        // The one-line summary comes first.
+        "**2 pools change, 3 nodes; 1 field overridden by flags on 1 node; disruptive: cpuManagerPolicy, reservedSystemCPUs**".to_string(),
+        format!("| `gpu` | changed | `{gpu_old}` | `{gpu_new}` | 2 |"),
+        format!("| `batch` | added | - | `{batch}` | 1 |"),
+        format!("| `general` | unchanged | `{general}` | `{general}` | 0 |"),
+        format!("ConfigMap: `kubelet-gitops/{gpu_old}` -> `kubelet-gitops/{gpu_new}`"),
+        // The effective diff, defaults applied on both sides.
+        "maxPods: 64 -> 48".into(),
+        "cpuManagerPolicy: \"none\" -> \"static\"".into(),
+        "reservedSystemCPUs: (unset) -> \"0-1\"".into(),
+        "rollout.maxUnavailable: 1 -> 2".into(),
+        // The nodes that change.
+        format!("- 2 nodes from `{gpu_old}` to `{gpu_new}`: gpu-1, gpu-2"),
+        format!("- 1 node from pool `general` (`{general}`) to `{batch}`: cpu-1"),
+        "  maxPods: 110 -> 250".into(),
+        "  serializeImagePulls: false -> true".into(),
+        // gpu-1's --max-pods=110 wins over the new config's 48.
+        "| `maxPods` | `48` | `--max-pods` | `110` | gpu-1 |".into(),
+        // What the disruptive fields disrupt.
+        "- `cpuManagerPolicy` `\"none\"` -> `\"static\"`: the kubelet refuses to start while its CPU manager state file (/var/lib/kubelet/cpu_manager_state)".into(),
+        "- `reservedSystemCPUs` `(unset)` -> `\"0-1\"`:".into(),
+    ] {
+        assert!(md.contains(&want), "missing {want:?} in\n{md}");
+    }
+    assert!(
+        !md.contains("### Pool `general`"),
+        "general neither changes nor receives nodes\n{md}"
+    );
+    assert!(!md.contains("cpu-2"), "cpu-2 stays in general\n{md}");
+}
+
+#[test]
+fn an_invalid_head_prints_every_error_and_exits_1() {
+    let repo = Repo::new("");
+    repo.edit("pools/gpu.yaml", "    maxPods: 64", "    maxPod: 64");
+    repo.edit("pools/gpu.yaml", "maxUnavailable: 1", "maxUnavailable: 0");
+    repo.edit(
+        "base/kubelet.yaml",
+        "cgroupDriver: systemd",
+        "cgroupDriver: systemd\nimageGCHighThresholdPercent: 120",
+    );
+    repo.commit("broken");
+    let out = plan(&repo, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    for want in [
+        "pools/gpu.yaml:11:5: spec.rollout.maxUnavailable: must be at least 1",
+        "pools/gpu.yaml:13:5: spec.kubelet.maxPod: unknown field \"maxPod\" (did you mean `maxPods`?)",
+        "base/kubelet.yaml:5:1: imageGCHighThresholdPercent: invalid configuration: imageGCHighThresholdPercent (--image-gc-high-threshold) 120 must be between 0 and 100, inclusive (in the config of pool general)",
+        "does not validate: 3 errors",
+    ] {
+        assert!(err.contains(want), "missing {want:?} in\n{err}");
+    }
+    let md = text(&out.stdout);
+    assert!(
+        md.contains("**error: the head does not validate (3 errors): nothing would be applied.**"),
+        "{md}"
+    );
+    assert!(md.contains("spec.kubelet.maxPod: unknown field"), "{md}");
+
+    // Once the pool file decodes, the base's error is reported for both pools, once.
+    repo.edit("pools/gpu.yaml", "    maxPod: 64", "    maxPods: 64");
+    repo.edit("pools/gpu.yaml", "maxUnavailable: 0", "maxUnavailable: 1");
+    repo.commit("half fixed");
+    let out = bin()
+        .args(["plan", "--repo", repo.path_str(), "--head", "HEAD"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("base/kubelet.yaml:5:1: imageGCHighThresholdPercent: invalid configuration: imageGCHighThresholdPercent (--image-gc-high-threshold) 120 must be between 0 and 100, inclusive (in the config of pools general, gpu)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_overlap_is_an_error_listed_first() {
+    let repo = Repo::new("");
+    // general now selects every node, with the gpu pool's priority.
+    repo.edit(
+        "pools/general.yaml",
+        "    matchExpressions:\n      - key: node.kubernetes.io/pool\n        operator: NotIn\n        values: [gpu]\n",
+        "    matchLabels: {}\n  priority: 10\n",
+    );
+    repo.commit("general takes everything");
+    let inv = inventory();
+    let out = plan(&repo, &["--nodes", inv.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let md = text(&out.stdout);
+    let caution = md.find("> [!CAUTION]").expect("overlaps are shown");
+    let table = md.find("| pool |").expect("the pool table is still shown");
+    assert!(caution < table, "{md}");
+    assert!(
+        md.contains("**error: 2 nodes selected by two pools of the same priority;"),
+        "{md}"
+    );
+    assert!(
+        md.contains("> - node gpu-1 is selected by pool general (pools/general.yaml) and pool gpu (pools/gpu.yaml) with the same priority 10"),
+        "{md}"
+    );
+    assert!(text(&out.stderr).contains("error: node gpu-2 is selected by pool general"));
+}
+
+#[test]
+fn root_globs_and_environment_variables() {
+    let repo = Repo::new("clusters/prod");
+    repo.write("pools/draft.yaml", "not: a pool\n");
+    repo.edit("pools/gpu.yaml", "    maxPods: 64", "    maxPods: 32");
+    repo.commit("gpu 32 pods, a draft");
+    let inv = inventory();
+    // Without the exclude the draft is an error.
+    let out = bin()
+        .args(["plan", "--root", "clusters/prod"])
+        .env("KUBELET_GITOPS_REPO", repo.path())
+        .env("KUBELET_GITOPS_BASE", "HEAD~1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("clusters/prod/pools/draft.yaml: kind is missing"));
+    // Every option from the environment.
+    let out = bin()
+        .arg("plan")
+        .env("KUBELET_GITOPS_REPO", repo.path())
+        .env("KUBELET_GITOPS_BASE", "HEAD~1")
+        .env("KUBELET_GITOPS_HEAD", "main")
+        .env("KUBELET_GITOPS_ROOT", "clusters/prod")
+        .env("KUBELET_GITOPS_EXCLUDE", "pools/{draft,wip}.yaml")
+        .env("KUBELET_GITOPS_NODES", &inv)
+        .output()
+        .unwrap();
+    let md = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}\n{md}", text(&out.stderr));
+    assert!(md.contains("maxPods: 64 -> 32"), "{md}");
+    assert!(md.contains("File: `clusters/prod/pools/gpu.yaml`"), "{md}");
+    assert!(md.starts_with("## kubelet-gitops plan\n"), "{md}");
+    assert!(
+        md.contains("**1 pool changes, 2 nodes; 1 field overridden by flags on 1 node**"),
+        "{md}"
+    );
+    // --include narrows what is read, in both revisions: only the gpu pool (and so no
+    // draft either).
+    let out = plan(
+        &repo,
+        &["--root", "clusters/prod", "--include", "pools/gpu.yaml"],
+    );
+    let md = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        md.contains("| `gpu` | changed |") && !md.contains("general"),
+        "{md}"
+    );
+}
+
+#[test]
+fn usage_and_git_errors_exit_2() {
+    let repo = Repo::new("");
+    let inv = inventory();
+    let missing = repo.path().join("nope");
+    for (args, want) in [
+        (vec!["plan", "--repo", missing.to_str().unwrap()], "nope"),
+        (
+            vec![
+                "plan",
+                "--repo",
+                repo.path_str(),
+                "--head",
+                "no-such-branch",
+            ],
+            "no-such-branch",
+        ),
+        (
+            vec!["plan", "--repo", repo.path_str(), "--base", "v9"],
+            "v9",
+        ),
+        (
+            vec![
+                "plan",
+                "--repo",
+                repo.path_str(),
+                "--nodes",
+                inv.to_str().unwrap(),
+                "--kubeconfig",
+                "k",
+            ],
+            "cannot be used with",
+        ),
+        (
+            vec![
+                "plan",
+                "--repo",
+                repo.path_str(),
+                "--nodes",
+                "/no/inventory.yaml",
+            ],
+            "/no/inventory.yaml",
+        ),
+        (
+            vec!["plan", "--repo", repo.path_str(), "--root", "../up"],
+            "leaves the repository",
+        ),
+        (
+            vec!["plan", "--repo", repo.path_str(), "--exclude", "pools/[x"],
+            "--exclude: invalid glob",
+        ),
+    ] {
+        let out = bin().args(&args).output().unwrap();
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn a_first_commit_plans_against_nothing() {
+    let repo = Repo::new("");
+    let out = bin()
+        .args([
+            "plan",
+            "--repo",
+            repo.path_str(),
+            "--nodes",
+            inventory().to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let md = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(md.contains("There is no base revision"), "{md}");
+    assert!(md.contains("**2 pools change, 4 nodes"), "{md}");
+    assert!(
+        md.contains("- 2 nodes from their local config to `kubelet-gpu-"),
+        "{md}"
+    );
+}
+
+#[test]
+fn help_explains_every_option_and_its_environment_variable() {
+    let out = bin().args(["plan", "--help"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let help = text(&out.stdout);
+    for (flag, env) in [
+        ("--repo", "KUBELET_GITOPS_REPO"),
+        ("--base", "KUBELET_GITOPS_BASE"),
+        ("--head", "KUBELET_GITOPS_HEAD"),
+        ("--nodes", "KUBELET_GITOPS_NODES"),
+        ("--kubeconfig", "KUBELET_GITOPS_KUBECONFIG"),
+        ("--root", "KUBELET_GITOPS_ROOT"),
+        ("--include", "KUBELET_GITOPS_INCLUDE"),
+        ("--exclude", "KUBELET_GITOPS_EXCLUDE"),
+    ] {
+        assert!(
+            help.contains(flag) && help.contains(&format!("[env: {env}")),
+            "{flag} {env}\n{help}"
+        );
+    }
+}
+
+#[test]
+fn nodes_from_a_cluster_through_kubeconfig() {
+    use kubelet_gitops_sim::cluster::{Sim, SimConfig};
+    use kubelet_gitops_sim::inventory::Inventory;
+
+    let repo = Repo::new("");
+    repo.edit("pools/gpu.yaml", "    maxPods: 64", "    maxPods: 32");
+    repo.commit("gpu 32 pods");
+    let work = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let inventory = Inventory::load(&inventory()).unwrap();
+    let mut config = SimConfig::new(inventory, work.path());
+    config.kubelets = false;
+    let sim = runtime.block_on(Sim::start(config)).unwrap();
+    let kubeconfig = sim.kubeconfig_path().to_path_buf();
+    // The binary talks to the sim, served by the runtime's worker threads meanwhile.
+    let out = plan(&repo, &["--kubeconfig", kubeconfig.to_str().unwrap()]);
+    runtime.block_on(sim.shutdown());
+    let md = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}\n{md}", text(&out.stderr));
+    assert!(md.contains("**1 pool changes, 2 nodes**"), "{md}");
+    assert!(md.contains(": gpu-1, gpu-2"), "{md}");
+    assert!(
+        !md.contains("overridden"),
+        "flags are not known from a cluster\n{md}"
+    );
+}
