@@ -1,0 +1,860 @@
+//! Checkpoints, like the kubelet's old `--dynamic-config-dir`: every config the agent may
+//! apply or fall back to is kept on the node's disk, with its sha256, so that the agent can
+//! resume after a restart at any point and can always return to a known config without the
+//! API server.
+//!
+//! Layout under the checkpoint directory:
+//!
+//! | path | what |
+//! | --- | --- |
+//! | `meta/assigned` | the config being applied or applied ([`Assigned`]), JSON with its own sha256 |
+//! | `meta/last-known-good` | the config to fall back to ([`Checkpoint`]), JSON with its own sha256 |
+//! | `checkpoints/<uid>/<resourceVersion>/kubelet` | a ConfigMap's payload, byte for byte |
+//! | `checkpoints/<uid>/<resourceVersion>/kubelet.sha256` | its sha256, in `sha256sum` format; written last, it marks the checkpoint complete |
+//! | `local/kubelet`, `local/kubelet.sha256` | the node's own config file, saved once before the agent first overwrites it |
+//!
+//! Every file is written with [`write_atomic`]: a temp file in the same directory,
+//! `sync_all`, rename over the target, fsync of the directory. A crash at any instant
+//! leaves either the old or the new file, never a mix; leftover temp files are removed by
+//! [`CheckpointStore::open`] and [`CheckpointStore::prune`]. A file whose content does not
+//! match its sha256 (bit rot, truncation, hand edits), a metadata file that does not parse
+//! or has lost its sha256, and a payload without its `.sha256` are reported as
+//! [`CheckpointError`]s for which [`CheckpointError::is_corrupt`] is true, and never used.
+//!
+//! Metadata files look like `{"sha256":"<hex>","value":{...}}`; the sha256 is over the
+//! exact bytes of the inner object as stored, so the check does not depend on how JSON is
+//! re-serialized.
+//!
+//! ```text
+//! pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()>
+//! pub fn clean_temp_files(dir: &Path, name: &str) -> io::Result<usize>
+//! pub fn sha256_hex(bytes: &[u8]) -> String
+//! pub struct Checkpoint { pub config: ConfigRef, pub uid: String, pub resource_version: String, pub sha256: String }
+//! pub enum ApplyPhase { Checkpointed, Written, Restarted, Verified }
+//! pub struct Assigned { pub checkpoint: Checkpoint, pub phase: ApplyPhase, pub since: u64, pub previous: Option<Checkpoint> }
+//! impl CheckpointStore {
+//!     pub fn open(dir: &Path) -> Result<Self, CheckpointError>
+//!     pub fn dir(&self) -> &Path
+//!     pub fn save(&self, config: &ConfigRef, uid: &str, resource_version: &str, payload: &[u8]) -> Result<Checkpoint, CheckpointError>
+//!     pub fn load(&self, cp: &Checkpoint) -> Result<Vec<u8>, CheckpointError>
+//!     pub fn payload_path(&self, cp: &Checkpoint) -> Result<PathBuf, CheckpointError>
+//!     pub fn assigned(&self) -> Result<Option<Assigned>, CheckpointError>
+//!     pub fn set_assigned(&self, a: &Assigned) -> Result<(), CheckpointError>
+//!     pub fn clear_assigned(&self) -> Result<(), CheckpointError>
+//!     pub fn last_known_good(&self) -> Result<Option<Checkpoint>, CheckpointError>
+//!     pub fn set_last_known_good(&self, cp: &Checkpoint) -> Result<(), CheckpointError>
+//!     pub fn clear_last_known_good(&self) -> Result<(), CheckpointError>
+//!     pub fn save_local_original(&self, bytes: &[u8]) -> Result<bool, CheckpointError>   // false: one was already saved
+//!     pub fn local_original(&self) -> Result<Option<Vec<u8>>, CheckpointError>
+//!     pub fn prune(&self, keep: &[&Checkpoint]) -> Result<Vec<PathBuf>, CheckpointError>  // removed dirs
+//! }
+//! ```
+
+use std::fmt;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write as _};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use kubelet_gitops_core::protocol::ConfigRef;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use sha2::{Digest, Sha256};
+use tracing::{debug, info, instrument, warn};
+
+use crate::error::CheckpointError;
+
+/// The file name of a checkpointed payload (the ConfigMap key).
+pub const PAYLOAD_FILE: &str = "kubelet";
+/// The file holding a payload's sha256.
+pub const PAYLOAD_SHA_FILE: &str = "kubelet.sha256";
+
+const META_DIR: &str = "meta";
+const CHECKPOINTS_DIR: &str = "checkpoints";
+const LOCAL_DIR: &str = "local";
+const ASSIGNED_FILE: &str = "assigned";
+const LKG_FILE: &str = "last-known-good";
+/// Infix of temp files: `.<name>.tmp-<pid>-<n>`.
+const TMP_MARK: &str = ".tmp-";
+
+static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// The sha256 of `bytes`, lowercase hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let mut out = String::with_capacity(64);
+    for b in digest {
+        // Writing to a String cannot fail.
+        let _ = fmt::Write::write_fmt(&mut out, format_args!("{b:02x}"));
+    }
+    out
+}
+
+/// Writes `bytes` to `path` so that a crash at any instant leaves either the old file or
+/// the new one: a temp file in the same directory, written and `sync_all`ed, renamed over
+/// `path`, then the directory fsynced so the rename itself is durable. The temp file is
+/// removed when any step fails. The directory must exist.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path.file_name().ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} has no file name", path.display()),
+        )
+    })?;
+    let name = name.to_string_lossy();
+    // pid, clock and counter: a temp file left by a crashed writer (in a container the
+    // agent is often pid 1 every time) is never in the way.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let mut attempts = 0;
+    let (tmp, mut file) = loop {
+        let tmp = dir.join(format!(
+            ".{name}{TMP_MARK}{}-{nanos}-{}",
+            std::process::id(),
+            TMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        match OpenOptions::new().write(true).create_new(true).open(&tmp) {
+            Ok(f) => break (tmp, f),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempts < 8 => attempts += 1,
+            Err(e) => return Err(e),
+        }
+    };
+    let result = (|| {
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        drop(file);
+        fs::rename(&tmp, path)?;
+        sync_dir(dir)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Removes the temp files that interrupted [`write_atomic`]s of `dir/name` left behind
+/// (`.<name>.tmp-*`); returns how many. Their names never end in `.conf` or the target's
+/// own name, so a kubelet never reads one, but they take space.
+pub fn clean_temp_files(dir: &Path, name: &str) -> io::Result<usize> {
+    let prefix = format!(".{name}{TMP_MARK}");
+    let mut removed = 0;
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.file_name().to_string_lossy().starts_with(&prefix) {
+            fs::remove_file(entry.path())?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
+/// fsyncs a directory, making renames and removals in it durable.
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// A checkpointed config: which ConfigMap, which version of it, and the sha256 of its
+/// payload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Checkpoint {
+    /// The ConfigMap (`<namespace>/<name>`).
+    #[serde(with = "config_ref")]
+    pub config: ConfigRef,
+    /// The ConfigMap's `metadata.uid`.
+    pub uid: String,
+    /// The ConfigMap's `metadata.resourceVersion`.
+    pub resource_version: String,
+    /// The sha256 of the payload, lowercase hex.
+    pub sha256: String,
+}
+
+/// Where an apply was when the agent last recorded it, so a restarted agent knows what to
+/// do next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ApplyPhase {
+    /// The payload is checkpointed and validated; nothing on the node has changed yet.
+    Checkpointed,
+    /// The kubelet config file (or drop-in) has been written.
+    Written,
+    /// The kubelet has been restarted.
+    Restarted,
+    /// The kubelet runs the config (healthz and configz); waiting for last-known-good.
+    Verified,
+}
+
+impl ApplyPhase {
+    /// The name as stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApplyPhase::Checkpointed => "Checkpointed",
+            ApplyPhase::Written => "Written",
+            ApplyPhase::Restarted => "Restarted",
+            ApplyPhase::Verified => "Verified",
+        }
+    }
+}
+
+impl fmt::Display for ApplyPhase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `meta/assigned`: the config being applied, how far the apply got, and what ran before.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Assigned {
+    /// The config being applied.
+    pub checkpoint: Checkpoint,
+    /// How far the apply got.
+    pub phase: ApplyPhase,
+    /// When `phase` was entered, in seconds since the Unix epoch.
+    pub since: u64,
+    /// What the kubelet ran before this apply; `None` is the node's local config.
+    pub previous: Option<Checkpoint>,
+}
+
+mod config_ref {
+    use kubelet_gitops_core::protocol::ConfigRef;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(r: &ConfigRef, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(r)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<ConfigRef, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// The on-disk envelope of a metadata file: the object's exact bytes and their sha256.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EnvelopeIn<'a> {
+    sha256: String,
+    #[serde(borrow)]
+    value: &'a RawValue,
+}
+
+/// The checkpoint directory.
+#[derive(Debug, Clone)]
+pub struct CheckpointStore {
+    dir: PathBuf,
+}
+
+fn io_err<'p>(op: &'static str, path: &'p Path) -> impl FnOnce(io::Error) -> CheckpointError + 'p {
+    move |source| CheckpointError::Io {
+        op,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// A uid or resourceVersion must be one plain path component.
+fn check_name(what: &'static str, value: &str) -> Result<(), CheckpointError> {
+    let ok = !value.is_empty()
+        && value.len() <= 253
+        && value != "."
+        && value != ".."
+        && !value.starts_with('.')
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.');
+    if ok {
+        Ok(())
+    } else {
+        Err(CheckpointError::InvalidName {
+            what,
+            value: value.to_string(),
+        })
+    }
+}
+
+fn is_sha256_hex(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+impl CheckpointStore {
+    /// Opens (creating if needed) the checkpoint directory `dir` with its `meta/`,
+    /// `checkpoints/` and `local/` subdirectories, and removes temp files an interrupted
+    /// write left behind.
+    #[instrument(level = "debug", fields(dir = %dir.display()))]
+    pub fn open(dir: &Path) -> Result<Self, CheckpointError> {
+        let store = CheckpointStore {
+            dir: dir.to_path_buf(),
+        };
+        for sub in [META_DIR, CHECKPOINTS_DIR, LOCAL_DIR] {
+            let path = dir.join(sub);
+            fs::create_dir_all(&path).map_err(io_err("create directory", &path))?;
+        }
+        sync_dir(dir).map_err(io_err("sync directory", dir))?;
+        for sub in [META_DIR, LOCAL_DIR] {
+            store.remove_temp_files(&dir.join(sub))?;
+        }
+        Ok(store)
+    }
+
+    /// The checkpoint directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn meta(&self, name: &str) -> PathBuf {
+        self.dir.join(META_DIR).join(name)
+    }
+
+    fn checkpoint_dir(
+        &self,
+        uid: &str,
+        resource_version: &str,
+    ) -> Result<PathBuf, CheckpointError> {
+        check_name("uid", uid)?;
+        check_name("resourceVersion", resource_version)?;
+        Ok(self
+            .dir
+            .join(CHECKPOINTS_DIR)
+            .join(uid)
+            .join(resource_version))
+    }
+
+    /// Where `cp`'s payload is stored.
+    pub fn payload_path(&self, cp: &Checkpoint) -> Result<PathBuf, CheckpointError> {
+        Ok(self
+            .checkpoint_dir(&cp.uid, &cp.resource_version)?
+            .join(PAYLOAD_FILE))
+    }
+
+    fn remove_temp_files(&self, dir: &Path) -> Result<(), CheckpointError> {
+        let entries = match fs::read_dir(dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(io_err("list", dir)(e)),
+        };
+        for entry in entries {
+            let entry = entry.map_err(io_err("list", dir))?;
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with('.') && name.contains(TMP_MARK) {
+                let path = entry.path();
+                debug!(path = %path.display(), "removing a temp file left by an interrupted write");
+                fs::remove_file(&path).map_err(io_err("remove", &path))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Checkpoints `payload` as `checkpoints/<uid>/<resource_version>/kubelet` and its
+    /// sha256 (written last, marking the checkpoint complete). Saving the same checkpoint
+    /// again rewrites it (repairing a corrupt one).
+    #[instrument(skip(self, payload), fields(config = %config, uid, resource_version, bytes = payload.len()))]
+    pub fn save(
+        &self,
+        config: &ConfigRef,
+        uid: &str,
+        resource_version: &str,
+        payload: &[u8],
+    ) -> Result<Checkpoint, CheckpointError> {
+        let dir = self.checkpoint_dir(uid, resource_version)?;
+        fs::create_dir_all(&dir).map_err(io_err("create directory", &dir))?;
+        // Make the new <uid>/<rv> directories themselves durable.
+        for parent in dir.ancestors().skip(1).take(2) {
+            sync_dir(parent).map_err(io_err("sync directory", parent))?;
+        }
+        self.remove_temp_files(&dir)?;
+        let sha256 = sha256_hex(payload);
+        // An older sha file must not vouch for the new payload while it is being written.
+        let sha_path = dir.join(PAYLOAD_SHA_FILE);
+        match fs::remove_file(&sha_path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_err("remove", &sha_path)(e)),
+        }
+        let payload_path = dir.join(PAYLOAD_FILE);
+        write_atomic(&payload_path, payload).map_err(io_err("write", &payload_path))?;
+        write_atomic(&sha_path, format!("{sha256}  {PAYLOAD_FILE}\n").as_bytes())
+            .map_err(io_err("write", &sha_path))?;
+        info!(path = %payload_path.display(), %sha256, "checkpointed");
+        Ok(Checkpoint {
+            config: config.clone(),
+            uid: uid.to_string(),
+            resource_version: resource_version.to_string(),
+            sha256,
+        })
+    }
+
+    /// The payload of `cp`, after checking that both the payload and its `.sha256` file
+    /// are there and agree with `cp.sha256`.
+    pub fn load(&self, cp: &Checkpoint) -> Result<Vec<u8>, CheckpointError> {
+        let dir = self.checkpoint_dir(&cp.uid, &cp.resource_version)?;
+        read_verified(&dir, &cp.sha256)
+    }
+
+    fn read_meta<T: for<'de> Deserialize<'de>>(
+        &self,
+        name: &str,
+    ) -> Result<Option<T>, CheckpointError> {
+        let path = self.meta(name);
+        let bytes = match fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_err("read", &path)(e)),
+        };
+        let malformed = |reason: String| CheckpointError::Malformed {
+            path: path.clone(),
+            reason,
+        };
+        let envelope: EnvelopeIn<'_> =
+            serde_json::from_slice(&bytes).map_err(|e| malformed(e.to_string()))?;
+        if !is_sha256_hex(&envelope.sha256) {
+            return Err(malformed(format!(
+                "sha256 {:?} is not 64 lowercase hex digits",
+                envelope.sha256
+            )));
+        }
+        let actual = sha256_hex(envelope.value.get().as_bytes());
+        if actual != envelope.sha256 {
+            return Err(CheckpointError::Corrupt {
+                path,
+                expected: envelope.sha256,
+                actual,
+            });
+        }
+        let value =
+            serde_json::from_str(envelope.value.get()).map_err(|e| malformed(e.to_string()))?;
+        Ok(Some(value))
+    }
+
+    fn write_meta<T: Serialize>(&self, name: &str, value: &T) -> Result<(), CheckpointError> {
+        let path = self.meta(name);
+        let body = serde_json::to_string(value).map_err(|e| CheckpointError::Malformed {
+            path: path.clone(),
+            reason: format!("cannot serialize: {e}"),
+        })?;
+        // `body` is a JSON object; embedding it verbatim keeps its exact bytes, which is
+        // what the sha256 covers.
+        let file = format!(
+            "{{\"sha256\":\"{}\",\"value\":{body}}}\n",
+            sha256_hex(body.as_bytes())
+        );
+        write_atomic(&path, file.as_bytes()).map_err(io_err("write", &path))
+    }
+
+    fn remove_meta(&self, name: &str) -> Result<(), CheckpointError> {
+        let path = self.meta(name);
+        match fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(io_err("remove", &path)(e)),
+        }
+        let dir = self.dir.join(META_DIR);
+        sync_dir(&dir).map_err(io_err("sync directory", &dir))
+    }
+
+    /// `meta/assigned`, if any.
+    pub fn assigned(&self) -> Result<Option<Assigned>, CheckpointError> {
+        self.read_meta(ASSIGNED_FILE)
+    }
+
+    /// Records `a` as `meta/assigned`.
+    #[instrument(level = "debug", skip(self, a), fields(config = %a.checkpoint.config, phase = %a.phase))]
+    pub fn set_assigned(&self, a: &Assigned) -> Result<(), CheckpointError> {
+        check_name("uid", &a.checkpoint.uid)?;
+        check_name("resourceVersion", &a.checkpoint.resource_version)?;
+        self.write_meta(ASSIGNED_FILE, a)
+    }
+
+    /// Removes `meta/assigned`.
+    pub fn clear_assigned(&self) -> Result<(), CheckpointError> {
+        self.remove_meta(ASSIGNED_FILE)
+    }
+
+    /// `meta/last-known-good`, if any (`None`: the node's local config).
+    pub fn last_known_good(&self) -> Result<Option<Checkpoint>, CheckpointError> {
+        self.read_meta(LKG_FILE)
+    }
+
+    /// Records `cp` as `meta/last-known-good`.
+    #[instrument(level = "debug", skip(self, cp), fields(config = %cp.config))]
+    pub fn set_last_known_good(&self, cp: &Checkpoint) -> Result<(), CheckpointError> {
+        check_name("uid", &cp.uid)?;
+        check_name("resourceVersion", &cp.resource_version)?;
+        self.write_meta(LKG_FILE, cp)
+    }
+
+    /// Removes `meta/last-known-good` (falling back to the local config).
+    pub fn clear_last_known_good(&self) -> Result<(), CheckpointError> {
+        self.remove_meta(LKG_FILE)
+    }
+
+    /// Saves the node's own config file, once: the first call stores `bytes` and returns
+    /// `true`; later calls leave the saved copy alone and return `false`, so the original
+    /// survives however many applies follow. A saved copy that is corrupt is left in place
+    /// for a person to inspect ([`CheckpointStore::local_original`] reports it).
+    pub fn save_local_original(&self, bytes: &[u8]) -> Result<bool, CheckpointError> {
+        let dir = self.dir.join(LOCAL_DIR);
+        let payload = dir.join(PAYLOAD_FILE);
+        let sha = dir.join(PAYLOAD_SHA_FILE);
+        if sha.exists() {
+            return Ok(false);
+        }
+        if payload.exists() {
+            // A payload without its sha256: an interrupted save (the sha is written last),
+            // which is safe to redo since nothing was overwritten before it completed.
+            warn!(path = %payload.display(), "redoing an interrupted save of the local config");
+        }
+        fs::create_dir_all(&dir).map_err(io_err("create directory", &dir))?;
+        write_atomic(&payload, bytes).map_err(io_err("write", &payload))?;
+        let sum = sha256_hex(bytes);
+        write_atomic(&sha, format!("{sum}  {PAYLOAD_FILE}\n").as_bytes())
+            .map_err(io_err("write", &sha))?;
+        info!(path = %payload.display(), sha256 = %sum, "saved the node's local kubelet config");
+        Ok(true)
+    }
+
+    /// The node's own config file as saved by [`CheckpointStore::save_local_original`],
+    /// verified against its sha256.
+    pub fn local_original(&self) -> Result<Option<Vec<u8>>, CheckpointError> {
+        let dir = self.dir.join(LOCAL_DIR);
+        let sha_path = dir.join(PAYLOAD_SHA_FILE);
+        let payload = dir.join(PAYLOAD_FILE);
+        if !sha_path.exists() && !payload.exists() {
+            return Ok(None);
+        }
+        let expected = read_sha_file(&dir)?;
+        read_verified(&dir, &expected).map(Some)
+    }
+
+    /// Removes every checkpoint but those in `keep` and those `meta/assigned` (with its
+    /// `previous`) and `meta/last-known-good` name, and temp files left by interrupted
+    /// writes. Returns the removed checkpoint directories.
+    #[instrument(level = "debug", skip_all)]
+    pub fn prune(&self, keep: &[&Checkpoint]) -> Result<Vec<PathBuf>, CheckpointError> {
+        let mut kept: Vec<(String, String)> = keep
+            .iter()
+            .map(|c| (c.uid.clone(), c.resource_version.clone()))
+            .collect();
+        // Never remove what the metadata still names, whatever the caller passed. A
+        // corrupt metadata file names nothing we could trust, so it protects nothing.
+        if let Ok(Some(a)) = self.assigned() {
+            kept.push((a.checkpoint.uid, a.checkpoint.resource_version));
+            if let Some(p) = a.previous {
+                kept.push((p.uid, p.resource_version));
+            }
+        }
+        if let Ok(Some(lkg)) = self.last_known_good() {
+            kept.push((lkg.uid, lkg.resource_version));
+        }
+        let root = self.dir.join(CHECKPOINTS_DIR);
+        let mut removed = Vec::new();
+        let uids = fs::read_dir(&root).map_err(io_err("list", &root))?;
+        for uid_entry in uids {
+            let uid_entry = uid_entry.map_err(io_err("list", &root))?;
+            let uid_path = uid_entry.path();
+            let uid = uid_entry.file_name().to_string_lossy().into_owned();
+            if !uid_path.is_dir() {
+                continue;
+            }
+            let versions = fs::read_dir(&uid_path).map_err(io_err("list", &uid_path))?;
+            let mut left = 0usize;
+            for rv_entry in versions {
+                let rv_entry = rv_entry.map_err(io_err("list", &uid_path))?;
+                let rv = rv_entry.file_name().to_string_lossy().into_owned();
+                let rv_path = rv_entry.path();
+                if kept.iter().any(|(u, r)| *u == uid && *r == rv) {
+                    self.remove_temp_files(&rv_path)?;
+                    left += 1;
+                    continue;
+                }
+                if rv_path.is_dir() {
+                    fs::remove_dir_all(&rv_path).map_err(io_err("remove", &rv_path))?;
+                } else {
+                    fs::remove_file(&rv_path).map_err(io_err("remove", &rv_path))?;
+                }
+                debug!(path = %rv_path.display(), "pruned checkpoint");
+                removed.push(rv_path);
+            }
+            if left == 0 {
+                fs::remove_dir(&uid_path).map_err(io_err("remove", &uid_path))?;
+            }
+            sync_dir(&uid_path)
+                .or_else(|e| {
+                    if e.kind() == io::ErrorKind::NotFound {
+                        Ok(())
+                    } else {
+                        Err(e)
+                    }
+                })
+                .map_err(io_err("sync directory", &uid_path))?;
+        }
+        sync_dir(&root).map_err(io_err("sync directory", &root))?;
+        Ok(removed)
+    }
+}
+
+/// The sha256 a `.sha256` file in `dir` records.
+fn read_sha_file(dir: &Path) -> Result<String, CheckpointError> {
+    let sha_path = dir.join(PAYLOAD_SHA_FILE);
+    let text = match fs::read_to_string(&sha_path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(CheckpointError::Incomplete {
+                path: dir.to_path_buf(),
+                missing: sha_path,
+            });
+        }
+        Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+            return Err(CheckpointError::Malformed {
+                path: sha_path,
+                reason: "not UTF-8".into(),
+            });
+        }
+        Err(e) => return Err(io_err("read", &sha_path)(e)),
+    };
+    let sum = text.split_whitespace().next().unwrap_or_default();
+    if !is_sha256_hex(sum) || text.split_whitespace().nth(1) != Some(PAYLOAD_FILE) {
+        return Err(CheckpointError::Malformed {
+            path: sha_path,
+            reason: format!("expected \"<sha256>  {PAYLOAD_FILE}\", found {text:?}"),
+        });
+    }
+    Ok(sum.to_string())
+}
+
+/// Reads `dir/kubelet`, checking it and `dir/kubelet.sha256` against `expected`.
+fn read_verified(dir: &Path, expected: &str) -> Result<Vec<u8>, CheckpointError> {
+    let payload_path = dir.join(PAYLOAD_FILE);
+    let recorded = read_sha_file(dir)?;
+    if recorded != expected {
+        return Err(CheckpointError::Corrupt {
+            path: dir.join(PAYLOAD_SHA_FILE),
+            expected: expected.to_string(),
+            actual: recorded,
+        });
+    }
+    let bytes = match fs::read(&payload_path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(CheckpointError::Incomplete {
+                path: dir.to_path_buf(),
+                missing: payload_path,
+            });
+        }
+        Err(e) => return Err(io_err("read", &payload_path)(e)),
+    };
+    let actual = sha256_hex(&bytes);
+    if actual != expected {
+        return Err(CheckpointError::Corrupt {
+            path: payload_path,
+            expected: expected.to_string(),
+            actual,
+        });
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cm(name: &str) -> ConfigRef {
+        ConfigRef::configmap("kubelet-gitops", name)
+    }
+
+    fn store() -> (tempfile::TempDir, CheckpointStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = CheckpointStore::open(&dir.path().join("cp")).unwrap();
+        (dir, store)
+    }
+
+    #[test]
+    fn sha256_matches_a_known_vector() {
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
+    #[test]
+    fn write_atomic_replaces_and_leaves_no_temp_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.yaml");
+        write_atomic(&path, b"one").unwrap();
+        write_atomic(&path, b"two, longer").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"two, longer");
+        let names: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["config.yaml"]);
+        let err = write_atomic(&dir.path().join("missing/x"), b"x").unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn a_stale_temp_file_is_not_in_the_way_and_can_be_cleaned() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("50-kubelet-gitops.conf");
+        // What a writer killed mid-write leaves.
+        let stale = dir
+            .path()
+            .join(format!(".50-kubelet-gitops.conf{TMP_MARK}1-0-0"));
+        fs::write(&stale, b"half").unwrap();
+        write_atomic(&path, b"whole").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"whole");
+        assert!(
+            !stale.to_string_lossy().ends_with(".conf"),
+            "never read as a drop-in"
+        );
+        fs::write(dir.path().join("other"), b"x").unwrap();
+        assert_eq!(
+            clean_temp_files(dir.path(), "50-kubelet-gitops.conf").unwrap(),
+            1
+        );
+        assert!(!stale.exists());
+        assert!(dir.path().join("other").exists() && path.exists());
+    }
+
+    #[test]
+    fn open_creates_the_layout_and_removes_temp_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("cp");
+        let store = CheckpointStore::open(&root).unwrap();
+        for sub in ["meta", "checkpoints", "local"] {
+            assert!(root.join(sub).is_dir(), "{sub}");
+        }
+        let stale = root.join("meta/.assigned.tmp-1-0");
+        fs::write(&stale, b"half").unwrap();
+        drop(store);
+        CheckpointStore::open(&root).unwrap();
+        assert!(!stale.exists());
+    }
+
+    #[test]
+    fn save_and_load_round_trip() {
+        let (_d, store) = store();
+        let cp = store
+            .save(&cm("kubelet-gpu-abc"), "u-1", "42", b"maxPods: 10\n")
+            .unwrap();
+        assert_eq!(cp.sha256, sha256_hex(b"maxPods: 10\n"));
+        assert_eq!(store.load(&cp).unwrap(), b"maxPods: 10\n");
+        let path = store.payload_path(&cp).unwrap();
+        assert!(
+            path.ends_with("checkpoints/u-1/42/kubelet"),
+            "{}",
+            path.display()
+        );
+        let sha = fs::read_to_string(path.with_file_name(PAYLOAD_SHA_FILE)).unwrap();
+        assert_eq!(sha, format!("{}  kubelet\n", cp.sha256));
+    }
+
+    #[test]
+    fn names_that_escape_the_directory_are_refused() {
+        let (_d, store) = store();
+        for (uid, rv) in [("..", "1"), ("a/b", "1"), ("u", ""), ("u", ".x"), ("", "1")] {
+            let err = store.save(&cm("x"), uid, rv, b"x").unwrap_err();
+            assert!(
+                matches!(err, CheckpointError::InvalidName { .. }),
+                "{uid} {rv}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn meta_round_trips_and_clears() {
+        let (_d, store) = store();
+        assert_eq!(store.assigned().unwrap(), None);
+        let cp = store.save(&cm("kubelet-a-1"), "u", "1", b"a").unwrap();
+        let prev = store.save(&cm("kubelet-a-0"), "v", "7", b"b").unwrap();
+        let a = Assigned {
+            checkpoint: cp.clone(),
+            phase: ApplyPhase::Written,
+            since: 1_700_000_000,
+            previous: Some(prev.clone()),
+        };
+        store.set_assigned(&a).unwrap();
+        assert_eq!(store.assigned().unwrap(), Some(a));
+        store.set_last_known_good(&prev).unwrap();
+        assert_eq!(store.last_known_good().unwrap(), Some(prev));
+        store.clear_assigned().unwrap();
+        store.clear_last_known_good().unwrap();
+        store.clear_assigned().unwrap();
+        assert_eq!(store.assigned().unwrap(), None);
+        assert_eq!(store.last_known_good().unwrap(), None);
+    }
+
+    #[test]
+    fn meta_file_is_readable_json() {
+        let (_d, store) = store();
+        let cp = store.save(&cm("kubelet-a-1"), "u", "1", b"a").unwrap();
+        store.set_last_known_good(&cp).unwrap();
+        let text = fs::read_to_string(store.dir().join("meta/last-known-good")).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["value"]["config"], "kubelet-gitops/kubelet-a-1");
+        assert_eq!(v["value"]["resourceVersion"], "1");
+        assert_eq!(v["sha256"].as_str().map(str::len), Some(64));
+    }
+
+    #[test]
+    fn local_original_is_saved_once() {
+        let (_d, store) = store();
+        assert_eq!(store.local_original().unwrap(), None);
+        assert!(store.save_local_original(b"original").unwrap());
+        assert!(!store.save_local_original(b"ours").unwrap());
+        assert_eq!(
+            store.local_original().unwrap().as_deref(),
+            Some(&b"original"[..])
+        );
+    }
+
+    #[test]
+    fn an_interrupted_local_save_is_redone() {
+        let (_d, store) = store();
+        // The payload landed, the sha (written last) did not.
+        fs::write(store.dir().join("local/kubelet"), b"half").unwrap();
+        assert!(matches!(
+            store.local_original(),
+            Err(CheckpointError::Incomplete { .. })
+        ));
+        assert!(store.save_local_original(b"original").unwrap());
+        assert_eq!(
+            store.local_original().unwrap().as_deref(),
+            Some(&b"original"[..])
+        );
+    }
+
+    #[test]
+    fn prune_keeps_what_is_named() {
+        let (_d, store) = store();
+        let a = store.save(&cm("k-a"), "ua", "1", b"a").unwrap();
+        let b = store.save(&cm("k-b"), "ub", "1", b"b").unwrap();
+        let b2 = store.save(&cm("k-b"), "ub", "2", b"b2").unwrap();
+        let c = store.save(&cm("k-c"), "uc", "1", b"c").unwrap();
+        let lkg = store.save(&cm("k-l"), "ul", "9", b"l").unwrap();
+        store.set_last_known_good(&lkg).unwrap();
+        let removed = store.prune(&[&b2, &c]).unwrap();
+        let mut removed: Vec<String> = removed
+            .iter()
+            .map(|p| p.strip_prefix(store.dir()).unwrap().display().to_string())
+            .collect();
+        removed.sort();
+        assert_eq!(removed, ["checkpoints/ua/1", "checkpoints/ub/1"]);
+        assert!(
+            !store.dir().join("checkpoints/ua").exists(),
+            "empty uid dir removed"
+        );
+        for cp in [&b2, &c, &lkg] {
+            assert!(store.load(cp).is_ok(), "{cp:?}");
+        }
+        for cp in [&a, &b] {
+            assert!(store.load(cp).is_err());
+        }
+    }
+}

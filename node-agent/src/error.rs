@@ -1,0 +1,229 @@
+//! The node agent's error types, one enum per host concern, each message naming what
+//! failed and where.
+//!
+//! Classified by what happens next:
+//!
+//! - [`CheckpointError`]: the checkpoint directory. [`CheckpointError::is_corrupt`] errors
+//!   mean a file must be discarded and re-downloaded (never used); the others are I/O
+//!   failures to retry.
+//! - [`HostError`]: reading the kubelet's command line. Retried; stalls the agent until the
+//!   node is fixed when the command line does not parse.
+//! - [`CgroupError`]: creating, limiting or reading cgroups. Reported; the apply stops.
+//! - [`KubeletError`]: restarting and probing the kubelet. A restart or readiness failure
+//!   leads to a roll back.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kubelet_gitops_core::flags::FlagError;
+
+/// The checkpoint directory (`meta/`, `checkpoints/`, `local/`).
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    /// A file or directory operation failed.
+    #[error("failed to {op} {path}")]
+    Io {
+        /// What was being done: `write`, `read`, `create directory`, `remove` ...
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file's content does not match its sha256: it is never used.
+    #[error("checkpoint file {path} is corrupt: sha256 {actual}, expected {expected}")]
+    Corrupt {
+        path: PathBuf,
+        expected: String,
+        actual: String,
+    },
+    /// A checkpoint whose companion file is missing (an interrupted save, or a file
+    /// deleted by hand): it is never used.
+    #[error("checkpoint {path} is incomplete: {missing} is missing")]
+    Incomplete { path: PathBuf, missing: PathBuf },
+    /// A metadata file that does not parse (truncated, or edited by hand): never used.
+    #[error("checkpoint file {path} is unreadable: {reason}")]
+    Malformed { path: PathBuf, reason: String },
+    /// A ConfigMap uid or resourceVersion that cannot be a directory name.
+    #[error("invalid {what} {value:?} for a checkpoint directory name")]
+    InvalidName { what: &'static str, value: String },
+}
+
+impl CheckpointError {
+    /// The file is damaged or incomplete: discard it (and download again); retrying the
+    /// read will not help.
+    pub fn is_corrupt(&self) -> bool {
+        matches!(
+            self,
+            CheckpointError::Corrupt { .. }
+                | CheckpointError::Incomplete { .. }
+                | CheckpointError::Malformed { .. }
+        )
+    }
+}
+
+/// Reading the kubelet's command line from the host.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// A host file could not be read.
+    #[error("failed to read {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// No process under `<host root>/proc` runs a program named `kubelet`.
+    #[error(
+        "no kubelet process found under {proc_dir} (is the host's /proc mounted there, with hostPID or a hostPath mount?)"
+    )]
+    NoKubeletProcess { proc_dir: PathBuf },
+    /// More than one kubelet process; which one is this node's is ambiguous.
+    #[error("found {} kubelet processes under {proc_dir} (pids {pids:?}); cannot tell which is this node's", pids.len())]
+    SeveralKubelets { proc_dir: PathBuf, pids: Vec<u32> },
+    /// The command line (or the files it comes from) does not parse as the kubelet's.
+    #[error("failed to parse kubelet flag from {from}: {source}")]
+    Flags {
+        /// Where the command line came from.
+        from: String,
+        #[source]
+        source: FlagError,
+    },
+}
+
+/// Creating, limiting and reading the node-allocatable cgroups.
+#[derive(Debug, thiserror::Error)]
+pub enum CgroupError {
+    /// The cgroup hierarchy's version could not be recognised.
+    #[error("cannot tell the cgroup version of {root}: {reason}")]
+    UnknownHierarchy { root: PathBuf, reason: String },
+    /// A cgroup could not be created.
+    #[error("failed to create cgroup {cgroup} under {root}")]
+    Create {
+        cgroup: String,
+        root: PathBuf,
+        /// cgroups-rs's error (v1) or the I/O error (v2).
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A controller the limits need is not available in the hierarchy.
+    #[error(
+        "cgroup {cgroup}: controller {controller} is not available under {root}, cannot write {file}"
+    )]
+    ControllerMissing {
+        cgroup: String,
+        controller: String,
+        file: String,
+        root: PathBuf,
+    },
+    /// A limit could not be written.
+    #[error("failed to write {value} to {file} of cgroup {cgroup}")]
+    SetLimit {
+        cgroup: String,
+        file: String,
+        value: String,
+        #[source]
+        source: Box<cgroups_rs::fs::error::Error>,
+    },
+    /// A value the kubelet would write that is not a number this controller takes.
+    #[error("cgroup {cgroup}: {file} value {value:?} is not a valid number")]
+    BadValue {
+        cgroup: String,
+        file: String,
+        value: String,
+    },
+    /// Enabling a controller for the children of a cgroup (v2) failed.
+    #[error("failed to enable controller {controller} in {path}")]
+    EnableController {
+        controller: String,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// An interface file could not be read.
+    #[error("failed to read {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A cgroup could not be removed.
+    #[error("failed to remove cgroup directory {path}")]
+    Remove {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Restarting and probing the kubelet.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeletError {
+    /// The systemd unit name is not one systemd accepts.
+    #[error("invalid systemd unit name {unit:?}: {reason}")]
+    InvalidUnit { unit: String, reason: String },
+    /// Talking to systemd over D-Bus failed (connecting, or the RestartUnit call).
+    #[error("systemd: failed to {op} {unit} over D-Bus ({bus})")]
+    Systemd {
+        op: &'static str,
+        unit: String,
+        /// The bus address, or `system bus` for the default.
+        bus: String,
+        #[source]
+        source: Box<zbus::Error>,
+    },
+    /// systemd ran the restart job and it did not succeed.
+    #[error("systemd: restart job for {unit} finished with result {result:?}")]
+    SystemdJob { unit: String, result: String },
+    /// The restart command could not be run.
+    #[error("failed to run restart command {command:?}")]
+    CommandSpawn {
+        command: Vec<String>,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The restart command exited unsuccessfully.
+    #[error("restart command {command:?} failed ({status}): {stderr}")]
+    CommandFailed {
+        command: Vec<String>,
+        status: String,
+        stderr: String,
+    },
+    /// The restart (command or D-Bus job) did not finish in time.
+    #[error("kubelet restart did not finish within {}", humantime::format_duration(*.timeout))]
+    RestartTimeout { timeout: Duration },
+    /// The restart command is empty.
+    #[error("the restart command is empty")]
+    EmptyCommand,
+    /// The bearer token file could not be read.
+    #[error("failed to read the bearer token file {path}")]
+    Token {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The TLS settings could not be loaded (CA file, client).
+    #[error("kubelet client TLS setup failed for {what}: {message}")]
+    Tls { what: String, message: String },
+    /// An HTTP request failed before a response (connection refused, timeout ...).
+    #[error("GET {url}: {message}")]
+    Http { url: String, message: String },
+    /// The kubelet answered with a status other than 200.
+    #[error("GET {url}: HTTP {code}: {body}")]
+    Status {
+        url: String,
+        code: u16,
+        body: String,
+    },
+    /// `/configz` answered something that is not `{"kubeletconfig": {...}}`.
+    #[error("GET {url}: unexpected configz body: {message}")]
+    Configz { url: String, message: String },
+    /// No configz URL was configured.
+    #[error("no configz URL is configured")]
+    NoConfigz,
+    /// The kubelet did not become ready (healthz, and configz showing the expected
+    /// config) in time. `last` says what was seen last.
+    #[error(
+        "kubelet not ready within {}: {last}",
+        humantime::format_duration(*.timeout)
+    )]
+    NotReady { timeout: Duration, last: String },
+}

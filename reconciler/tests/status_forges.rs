@@ -1,0 +1,725 @@
+//! The HTTP status backends against a local forge that checks every request against the
+//! documented API (tests/forge_support).
+
+mod forge_support;
+
+use std::path::PathBuf;
+use std::time::{Duration, UNIX_EPOCH};
+
+use forge_support::{
+    Fault, ForgeServer, GITLAB_PROJECT_ID, GITLAB_PROJECT_PATH, Kind, OWNER, REPO,
+};
+use reconciler::status::{
+    Backend, CommentOutcome, CommitStatus, Delivery, GitHub, GitHubConfig, GitLab, GitLabConfig,
+    GitLabProject, Gitea, GiteaConfig, PLAN_MARKER, RetryPolicy, StatusState, StatusWriter,
+};
+
+const TOKEN: &str = "s3cr3t-t0ken-value";
+const SHA: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+
+/// Short backoff so tests do not sleep for nothing; waits the forge asks for of up to
+/// 10 s are slept in place.
+fn policy() -> RetryPolicy {
+    RetryPolicy {
+        attempts: 3,
+        initial: Duration::from_millis(10),
+        max_delay: Duration::from_millis(40),
+        max_wait: Duration::from_secs(10),
+    }
+}
+
+struct Setup {
+    server: ForgeServer,
+    writer: StatusWriter,
+    token_file: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+fn token_file(dir: &tempfile::TempDir, token: &str) -> PathBuf {
+    let path = dir.path().join("token");
+    std::fs::write(&path, format!("{token}\n")).unwrap();
+    path
+}
+
+fn backend(kind: Kind, base: &str, token_file: PathBuf) -> Backend {
+    match kind {
+        Kind::GitHub | Kind::GitHubEnterprise => Backend::GitHub(
+            GitHub::new(GitHubConfig::new(OWNER, REPO, token_file).with_api_url(base)).unwrap(),
+        ),
+        Kind::GitLab => Backend::GitLab(
+            GitLab::new(GitLabConfig {
+                url: base.to_string(),
+                project: GitLabProject::Path(GITLAB_PROJECT_PATH.to_string()),
+                token_file,
+            })
+            .unwrap(),
+        ),
+        Kind::Gitea => Backend::Gitea(
+            Gitea::new(GiteaConfig {
+                url: base.to_string(),
+                owner: OWNER.to_string(),
+                repo: REPO.to_string(),
+                token_file,
+            })
+            .unwrap(),
+        ),
+    }
+}
+
+async fn setup(kind: Kind) -> Setup {
+    let server = ForgeServer::start(kind, TOKEN).await;
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = token_file(&dir, TOKEN);
+    let writer = StatusWriter::new(
+        backend(kind, &server.base_url(), token_file.clone()),
+        policy(),
+    );
+    Setup {
+        server,
+        writer,
+        token_file,
+        _dir: dir,
+    }
+}
+
+fn status(state: StatusState, description: &str) -> CommitStatus {
+    CommitStatus::new(SHA, "kubelet-gitops/gpu", state, description)
+}
+
+const ALL: [Kind; 3] = [Kind::GitHub, Kind::GitLab, Kind::Gitea];
+
+fn assert_clean(server: &ForgeServer) {
+    let violations = server.violations();
+    assert!(violations.is_empty(), "API violations: {violations:#?}");
+}
+
+#[tokio::test]
+async fn github_pending_then_success() {
+    let s = setup(Kind::GitHub).await;
+    let pending = status(
+        StatusState::Pending,
+        "rolling out: 3/10 nodes on kubelet-gpu-9mbkccg2cc",
+    )
+    .with_target_url("https://grafana.example.com/d/kubelet-gitops");
+    let success = status(
+        StatusState::Success,
+        "10/10 nodes on kubelet-gpu-9mbkccg2cc",
+    );
+    assert!(matches!(s.writer.post(&pending).await, Delivery::Posted));
+    assert!(matches!(s.writer.post(&success).await, Delivery::Posted));
+    let got = s.server.statuses();
+    assert_eq!(got.len(), 2);
+    assert_eq!(
+        (
+            got[0].state.as_str(),
+            got[0].context.as_str(),
+            got[0].description.as_str()
+        ),
+        (
+            "pending",
+            "kubelet-gitops/gpu",
+            "rolling out: 3/10 nodes on kubelet-gpu-9mbkccg2cc"
+        )
+    );
+    assert_eq!(
+        got[0].target_url.as_deref(),
+        Some("https://grafana.example.com/d/kubelet-gitops")
+    );
+    assert_eq!(got[1].state, "success");
+    assert_eq!(got[1].target_url, None);
+    assert!(got.iter().all(|g| g.sha == SHA));
+    let paths: Vec<String> = s.server.requests().iter().map(|r| r.path.clone()).collect();
+    assert_eq!(
+        paths,
+        vec![format!("/repos/{OWNER}/{REPO}/statuses/{SHA}"); 2]
+    );
+    assert_clean(&s.server);
+}
+
+#[tokio::test]
+async fn gitlab_pending_then_success_maps_states_and_survives_same_state_updates() {
+    let s = setup(Kind::GitLab).await;
+    let first = status(
+        StatusState::Pending,
+        "rolling out: 1/10 nodes on kubelet-gpu-9mbkccg2cc",
+    );
+    let second = status(
+        StatusState::Pending,
+        "rolling out: 5/10 nodes on kubelet-gpu-9mbkccg2cc",
+    );
+    let done = status(
+        StatusState::Success,
+        "10/10 nodes on kubelet-gpu-9mbkccg2cc",
+    );
+    assert!(matches!(s.writer.post(&first).await, Delivery::Posted));
+    // GitLab refuses running -> running (400 "Cannot transition status"); the writer
+    // takes it as delivered rather than failing or retrying.
+    assert!(matches!(s.writer.post(&second).await, Delivery::Posted));
+    assert!(matches!(s.writer.post(&done).await, Delivery::Posted));
+    let got = s.server.statuses();
+    let states: Vec<&str> = got.iter().map(|g| g.state.as_str()).collect();
+    assert_eq!(states, ["running", "success"]);
+    assert_eq!(got[0].context, "kubelet-gitops/gpu");
+    let answers: Vec<u16> = s.server.requests().iter().map(|r| r.answer).collect();
+    assert_eq!(answers, [201, 400, 201]);
+    // Error and failure both become `failed`, the reason in the description.
+    let error = CommitStatus::new(
+        SHA,
+        "kubelet-gitops",
+        StatusState::Error,
+        "pools/gpu.yaml:12: unknown field `maxPod`",
+    );
+    assert!(matches!(s.writer.post(&error).await, Delivery::Posted));
+    let last = s.server.statuses().pop().unwrap();
+    assert_eq!(
+        (
+            last.state.as_str(),
+            last.context.as_str(),
+            last.description.as_str()
+        ),
+        (
+            "failed",
+            "kubelet-gitops",
+            "pools/gpu.yaml:12: unknown field `maxPod`"
+        )
+    );
+    assert_clean(&s.server);
+}
+
+#[tokio::test]
+async fn gitea_pending_then_success() {
+    let s = setup(Kind::Gitea).await;
+    assert!(matches!(
+        s.writer
+            .post(&status(
+                StatusState::Pending,
+                "canary: 1/10 nodes on kubelet-gpu-x (2 canary)"
+            ))
+            .await,
+        Delivery::Posted
+    ));
+    assert!(matches!(
+        s.writer
+            .post(&status(
+                StatusState::Failure,
+                "node-7 rolled back: kubelet unhealthy"
+            ))
+            .await,
+        Delivery::Posted
+    ));
+    let states: Vec<String> = s.server.statuses().into_iter().map(|g| g.state).collect();
+    assert_eq!(states, ["pending", "failure"]);
+    assert_eq!(
+        s.server.requests()[0].path,
+        format!("/api/v1/repos/{OWNER}/{REPO}/statuses/{SHA}")
+    );
+    assert_clean(&s.server);
+}
+
+#[tokio::test]
+async fn identical_statuses_are_posted_once_per_forge() {
+    for kind in ALL {
+        let s = setup(kind).await;
+        let pending = status(
+            StatusState::Pending,
+            "rolling out: 3/10 nodes on kubelet-gpu-x",
+        );
+        assert!(
+            matches!(s.writer.post(&pending).await, Delivery::Posted),
+            "{kind:?}"
+        );
+        for _ in 0..3 {
+            assert!(
+                matches!(s.writer.post(&pending).await, Delivery::Unchanged),
+                "{kind:?}"
+            );
+        }
+        assert_eq!(s.server.requests().len(), 1, "{kind:?}");
+        assert_eq!(s.server.statuses().len(), 1, "{kind:?}");
+        assert_clean(&s.server);
+    }
+}
+
+#[tokio::test]
+async fn descriptions_are_cut_to_each_forge_limit() {
+    // 300 characters, multi-byte ones included.
+    let long = format!("node-7 rolled back: {}", "kubelet → unhealthy; ".repeat(14));
+    assert!(long.chars().count() > 255);
+    for (kind, limit) in [(Kind::GitHub, 140), (Kind::GitLab, 255), (Kind::Gitea, 255)] {
+        let s = setup(kind).await;
+        assert!(
+            matches!(
+                s.writer.post(&status(StatusState::Failure, &long)).await,
+                Delivery::Posted
+            ),
+            "{kind:?}"
+        );
+        let got = s.server.statuses();
+        let description = &got[0].description;
+        assert_eq!(
+            description.chars().count(),
+            limit,
+            "{kind:?}: {description}"
+        );
+        assert!(description.ends_with('…'), "{kind:?}");
+        let kept = description.trim_end_matches('…');
+        assert!(long.starts_with(kept), "{kind:?}");
+        assert_clean(&s.server);
+    }
+}
+
+#[tokio::test]
+async fn a_wrong_token_is_rejected_once_and_a_fixed_file_is_picked_up() {
+    for kind in ALL {
+        let s = setup(kind).await;
+        std::fs::write(&s.token_file, "not-the-token\n").unwrap();
+        let pending = status(
+            StatusState::Pending,
+            "rolling out: 1/2 nodes on kubelet-gpu-x",
+        );
+        let Delivery::Rejected(error) = s.writer.post(&pending).await else {
+            panic!("{kind:?}: a wrong token must be rejected");
+        };
+        assert_eq!(error.http_status(), Some(401), "{kind:?}");
+        assert!(!error.is_retryable());
+        let text = format!("{error} {error:?}");
+        assert!(
+            !text.contains("not-the-token") && !text.contains(TOKEN),
+            "{text}"
+        );
+        // 401 is not retried.
+        assert_eq!(s.server.requests().len(), 1, "{kind:?}");
+        assert!(s.writer.queued().is_empty());
+        // The token is read at each request: fixing the file fixes the next post.
+        std::fs::write(&s.token_file, format!("{TOKEN}\n")).unwrap();
+        assert!(
+            matches!(s.writer.post(&pending).await, Delivery::Posted),
+            "{kind:?}"
+        );
+        assert_eq!(s.server.statuses().len(), 1);
+        assert_clean(&s.server);
+        let debug = format!("{:?}", s.writer);
+        assert!(!debug.contains(TOKEN), "{debug}");
+    }
+}
+
+#[tokio::test]
+async fn an_unknown_repository_is_not_retried() {
+    let server = ForgeServer::start(Kind::GitHub, TOKEN).await;
+    let dir = tempfile::tempdir().unwrap();
+    let github = GitHub::new(
+        GitHubConfig::new(OWNER, "no-such-repo", token_file(&dir, TOKEN))
+            .with_api_url(server.base_url()),
+    )
+    .unwrap();
+    let writer = StatusWriter::new(Backend::GitHub(github), policy());
+    let Delivery::Rejected(error) = writer
+        .post(&status(StatusState::Success, "1/1 nodes"))
+        .await
+    else {
+        panic!("expected a rejection");
+    };
+    assert_eq!(error.http_status(), Some(404));
+    assert!(error.to_string().contains("Not Found"), "{error}");
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn github_enterprise_base_url() {
+    let s = setup(Kind::GitHubEnterprise).await;
+    assert!(s.server.base_url().ends_with("/api/v3"));
+    assert!(matches!(
+        s.writer
+            .post(&status(
+                StatusState::Success,
+                "10/10 nodes on kubelet-gpu-x"
+            ))
+            .await,
+        Delivery::Posted
+    ));
+    assert_eq!(
+        s.server.requests()[0].path,
+        format!("/api/v3/repos/{OWNER}/{REPO}/statuses/{SHA}")
+    );
+    assert_eq!(s.server.statuses().len(), 1);
+    assert_clean(&s.server);
+}
+
+#[tokio::test]
+async fn gitlab_project_by_path_is_url_encoded_and_by_id_is_plain() {
+    let server = ForgeServer::start(Kind::GitLab, TOKEN).await;
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = token_file(&dir, TOKEN);
+    for (project, segment) in [
+        (
+            GitLabProject::parse(GITLAB_PROJECT_PATH),
+            "platform%2Fk8s%2Fcluster-config".to_string(),
+        ),
+        (
+            GitLabProject::parse(&GITLAB_PROJECT_ID.to_string()),
+            GITLAB_PROJECT_ID.to_string(),
+        ),
+    ] {
+        let gitlab = GitLab::new(GitLabConfig {
+            url: server.base_url(),
+            project,
+            token_file: tokens.clone(),
+        })
+        .unwrap();
+        let writer = StatusWriter::new(Backend::GitLab(gitlab), policy());
+        assert!(matches!(
+            writer
+                .post(&status(StatusState::Success, "2/2 nodes"))
+                .await,
+            Delivery::Posted
+        ));
+        let last = server.requests().pop().unwrap();
+        assert_eq!(
+            last.path,
+            format!("/api/v4/projects/{segment}/statuses/{SHA}")
+        );
+    }
+    assert_clean(&server);
+}
+
+#[tokio::test]
+async fn an_outage_loses_no_final_status() {
+    for kind in ALL {
+        let s = setup(kind).await;
+        s.server.set_down(true);
+        let pending = status(
+            StatusState::Pending,
+            "rolling out: 3/10 nodes on kubelet-gpu-x",
+        );
+        let success = status(StatusState::Success, "10/10 nodes on kubelet-gpu-x");
+        assert!(
+            matches!(s.writer.post(&pending).await, Delivery::Queued { .. }),
+            "{kind:?}"
+        );
+        assert!(
+            matches!(s.writer.post(&success).await, Delivery::Queued { .. }),
+            "{kind:?}"
+        );
+        // Each post was tried the policy's 3 times.
+        assert_eq!(s.server.requests().len(), 6, "{kind:?}");
+        assert!(s.requests_all_answered(500));
+        // Only the latest wanted status per commit and context waits.
+        let queued = s.writer.queued();
+        assert_eq!(queued.len(), 1);
+        assert_eq!(queued[0].state, StatusState::Success);
+        let report = s.writer.flush().await;
+        assert_eq!((report.delivered, report.still_queued), (0, 1), "{kind:?}");
+
+        s.server.set_down(false);
+        let report = s.writer.flush().await;
+        assert_eq!((report.delivered, report.still_queued), (1, 0), "{kind:?}");
+        let got = s.server.statuses();
+        assert_eq!(got.len(), 1, "{kind:?}: only the final status is delivered");
+        assert_eq!(got[0].description, "10/10 nodes on kubelet-gpu-x");
+        assert!(s.writer.queued().is_empty());
+        // Delivered means remembered: posting it again sends nothing.
+        let before = s.server.requests().len();
+        assert!(matches!(s.writer.post(&success).await, Delivery::Unchanged));
+        assert_eq!(s.server.requests().len(), before);
+        assert_clean(&s.server);
+    }
+}
+
+#[tokio::test]
+async fn a_brief_outage_is_retried_within_one_post() {
+    let s = setup(Kind::Gitea).await;
+    s.server.inject([Fault::ServerError, Fault::ServerError]);
+    assert!(matches!(
+        s.writer
+            .post(&status(StatusState::Success, "1/1 nodes"))
+            .await,
+        Delivery::Posted
+    ));
+    let answers: Vec<u16> = s.server.requests().iter().map(|r| r.answer).collect();
+    assert_eq!(answers, [500, 500, 201]);
+    assert_clean(&s.server);
+}
+
+#[tokio::test]
+async fn retry_after_is_honoured() {
+    for kind in ALL {
+        let s = setup(kind).await;
+        s.server.inject([Fault::RetryAfter(1)]);
+        assert!(
+            matches!(
+                s.writer
+                    .post(&status(StatusState::Success, "1/1 nodes"))
+                    .await,
+                Delivery::Posted
+            ),
+            "{kind:?}"
+        );
+        let requests = s.server.requests();
+        assert_eq!(requests.len(), 2, "{kind:?}");
+        assert_eq!((requests[0].answer, requests[1].answer), (429, 201));
+        let waited = requests[1].at.duration_since(requests[0].at);
+        assert!(
+            waited >= Duration::from_secs(1),
+            "{kind:?}: retried after {waited:?}"
+        );
+        assert_clean(&s.server);
+    }
+}
+
+#[tokio::test]
+async fn github_rate_limit_waits_for_the_reset() {
+    let s = setup(Kind::GitHub).await;
+    s.server.inject([Fault::GitHubRateLimit { reset_in: 0 }]);
+    assert!(matches!(
+        s.writer
+            .post(&status(StatusState::Success, "1/1 nodes"))
+            .await,
+        Delivery::Posted
+    ));
+    let requests = s.server.requests();
+    assert_eq!((requests[0].answer, requests[1].answer), (403, 201));
+    let reset = UNIX_EPOCH + Duration::from_secs(s.server.announced_resets()[0].unix_secs);
+    assert!(
+        requests[1].wall >= reset,
+        "retried at {:?}, before the announced reset {reset:?}",
+        requests[1].wall
+    );
+    assert_clean(&s.server);
+}
+
+#[tokio::test]
+async fn gitlab_rate_limit_waits_for_the_reset() {
+    let s = setup(Kind::GitLab).await;
+    s.server.inject([Fault::GitLabRateLimit { reset_in: 0 }]);
+    assert!(matches!(
+        s.writer
+            .post(&status(StatusState::Success, "1/1 nodes"))
+            .await,
+        Delivery::Posted
+    ));
+    let requests = s.server.requests();
+    assert_eq!((requests[0].answer, requests[1].answer), (429, 201));
+    let reset = UNIX_EPOCH + Duration::from_secs(s.server.announced_resets()[0].unix_secs);
+    assert!(
+        requests[1].wall >= reset,
+        "retried before the announced reset"
+    );
+    assert_clean(&s.server);
+}
+
+#[tokio::test]
+async fn a_long_rate_limit_queues_and_sends_nothing_until_it_ends() {
+    let s = setup(Kind::GitHub).await;
+    s.server.inject([Fault::RetryAfter(3600)]);
+    let pending = status(StatusState::Pending, "rolling out: 1/2 nodes");
+    let Delivery::Queued { reason } = s.writer.post(&pending).await else {
+        panic!("expected the status to be queued");
+    };
+    assert!(reason.contains("429"), "{reason}");
+    let success = status(StatusState::Success, "2/2 nodes");
+    assert!(matches!(
+        s.writer.post(&success).await,
+        Delivery::Queued { .. }
+    ));
+    assert_eq!(s.writer.flush().await.still_queued, 1);
+    // One request: the one that was told to wait an hour.
+    assert_eq!(s.server.requests().len(), 1);
+    assert_eq!(s.writer.queued(), vec![success]);
+}
+
+#[tokio::test]
+async fn plan_comments_are_created_then_updated_in_place() {
+    for (kind, pr, others) in [
+        (Kind::GitHub, 7, 150),
+        (Kind::GitLab, 3, 120),
+        (Kind::Gitea, 5, 4),
+    ] {
+        let s = setup(kind).await;
+        // Someone else's comments come first; on GitHub and GitLab ours is then on
+        // the second page.
+        s.server
+            .seed_comments(pr, (0..others).map(|i| format!("LGTM #{i}")));
+        if kind == Kind::GitLab {
+            s.server
+                .seed_system_note(pr, &format!("added 1 commit {PLAN_MARKER} (system)"));
+        }
+        let first = s
+            .writer
+            .comment(pr, "## kubelet-gitops plan\n1 pool changes")
+            .await
+            .unwrap();
+        let CommentOutcome::Created(id) = first else {
+            panic!("{kind:?}: {first:?}");
+        };
+        assert_eq!(
+            s.writer
+                .comment(pr, "## kubelet-gitops plan\n1 pool changes")
+                .await
+                .unwrap(),
+            CommentOutcome::Unchanged(id),
+            "{kind:?}"
+        );
+        assert_eq!(
+            s.writer
+                .comment(pr, "## kubelet-gitops plan\n2 pools change")
+                .await
+                .unwrap(),
+            CommentOutcome::Updated(id),
+            "{kind:?}"
+        );
+        let ours: Vec<(u64, String)> = s
+            .server
+            .comments(pr)
+            .into_iter()
+            .filter(|(_, body)| body.starts_with(PLAN_MARKER))
+            .collect();
+        assert_eq!(ours.len(), 1, "{kind:?}: {ours:?}");
+        assert_eq!(
+            ours[0],
+            (
+                id,
+                format!("{PLAN_MARKER}\n## kubelet-gitops plan\n2 pools change")
+            )
+        );
+        assert_clean(&s.server);
+    }
+}
+
+#[tokio::test]
+async fn a_comment_create_whose_answer_is_lost_is_not_duplicated() {
+    for kind in ALL {
+        let s = setup(kind).await;
+        // The forge creates the comment but the answer never arrives (502): the retry
+        // lists again, finds it, and leaves it as it is.
+        s.server.inject_on("POST", Fault::LostAnswer);
+        let outcome = s.writer.comment(9, "plan").await.unwrap();
+        let comments = s.server.comments(9);
+        assert_eq!(comments.len(), 1, "{kind:?}: {comments:?}");
+        assert_eq!(
+            outcome,
+            CommentOutcome::Unchanged(comments[0].0),
+            "{kind:?}"
+        );
+        let methods: Vec<String> = s
+            .server
+            .requests()
+            .iter()
+            .map(|r| r.method.clone())
+            .collect();
+        assert_eq!(methods, ["GET", "POST", "GET"], "{kind:?}");
+        assert_clean(&s.server);
+    }
+}
+
+/// The checking server is only worth something if it catches mistakes: requests that
+/// break each forge's documented API are recorded as violations and refused.
+#[tokio::test]
+async fn the_test_forge_catches_api_violations() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::builder().user_agent("t").build().unwrap();
+    let github = ForgeServer::start(Kind::GitHub, TOKEN).await;
+    let url = format!("{}/repos/{OWNER}/{REPO}/statuses/{SHA}", github.base_url());
+    let good_headers = |r: reqwest::RequestBuilder| {
+        r.header("authorization", format!("Bearer {TOKEN}"))
+            .header("accept", "application/vnd.github+json")
+            .header("x-github-api-version", "2022-11-28")
+            .header("content-type", "application/json")
+    };
+    let bad_bodies = [
+        r#"{"state":"running","context":"c"}"#.to_string(),
+        format!(
+            r#"{{"state":"success","description":"{}"}}"#,
+            "x".repeat(141)
+        ),
+        r#"{"state":"success","name":"c"}"#.to_string(),
+        r#"{"description":"no state"}"#.to_string(),
+        r#"["not","an","object"]"#.to_string(),
+    ];
+    for body in &bad_bodies {
+        let answer = good_headers(client.post(&url))
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        let code = answer.status().as_u16();
+        assert!(code == 422 || code == 400, "{body}: {code}");
+    }
+    // Missing API version, and a form body.
+    let answer = client
+        .post(&url)
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .header("accept", "application/vnd.github+json")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("state=success")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 400);
+    // `token` is Gitea's scheme, not the one we promise for GitHub.
+    let answer = client
+        .post(&url)
+        .header("authorization", format!("token {TOKEN}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 400);
+    // A well-formed request with a valid body is accepted.
+    let answer = good_headers(client.post(&url))
+        .body(r#"{"state":"success","context":"c","description":"ok"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 201);
+    assert_eq!(github.violations().len(), bad_bodies.len() + 2);
+    assert_eq!(github.statuses().len(), 1);
+
+    let gitlab = ForgeServer::start(Kind::GitLab, TOKEN).await;
+    // An unencoded project path does not match the API's path shape.
+    let answer = client
+        .post(format!(
+            "{}/api/v4/projects/{GITLAB_PROJECT_PATH}/statuses/{SHA}",
+            gitlab.base_url()
+        ))
+        .header("private-token", TOKEN)
+        .header("content-type", "application/json")
+        .body(r#"{"state":"success","name":"c"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 404);
+    // GitLab has no `error` state.
+    let answer = client
+        .post(format!(
+            "{}/api/v4/projects/{GITLAB_PROJECT_ID}/statuses/{SHA}",
+            gitlab.base_url()
+        ))
+        .header("private-token", TOKEN)
+        .header("content-type", "application/json")
+        .body(r#"{"state":"error","name":"c"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 400);
+    assert_eq!(gitlab.violations().len(), 2);
+
+    let gitea = ForgeServer::start(Kind::Gitea, TOKEN).await;
+    let answer = client
+        .post(format!(
+            "{}/api/v1/repos/{OWNER}/{REPO}/statuses/{SHA}",
+            gitea.base_url()
+        ))
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .header("content-type", "application/json")
+        .body(r#"{"state":"success","context":"c"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 400);
+    assert_eq!(gitea.violations().len(), 1);
+}
+
+impl Setup {
+    fn requests_all_answered(&self, status: u16) -> bool {
+        self.server.requests().iter().all(|r| r.answer == status)
+    }
+}
