@@ -213,6 +213,17 @@ fn decode_name(
         ));
         return None;
     }
+    if name == "plan" {
+        errors.push(RepoError::at_field(
+            path,
+            map,
+            "metadata.name",
+            "the pool name \"plan\" is reserved: its status context kubelet-gitops/plan is the \
+             pull-request review status; choose another name"
+                .to_string(),
+        ));
+        return None;
+    }
     if name != stem {
         errors.push(RepoError::at_field(
             path,

@@ -386,6 +386,9 @@ fn pool_names_must_match_the_file_and_fit_a_label() {
         e.contains("metadata.name: metadata.name is required"),
         "{e}"
     );
+    let body: &'static str = Box::leak(GENERAL.replace("general", "plan").into_boxed_str());
+    let e = errors(&source(&[("pools/plan.yaml", body)]));
+    assert!(e.contains("the pool name \"plan\" is reserved"), "{e}");
     // 63 characters is fine.
     let ok63 = "b".repeat(63);
     let body: &'static str = Box::leak(GENERAL.replace("general", &ok63).into_boxed_str());
