@@ -1,17 +1,21 @@
 //! kubelet-gitops-agent: the only part of kubelet-gitops that touches a kubelet.
 //!
-//! The agent itself is issue 5; today the crate only holds its command-line surface.
+//! One agent runs on every node (a DaemonSet). It watches its own Node for the
+//! `kubelet-gitops.io/desired-config` annotation, downloads and checkpoints the ConfigMap it
+//! names, validates it against the kubelet's flags and the node, writes it, restarts the
+//! kubelet, verifies it, rolls back to last-known-good when the kubelet does not come back
+//! healthy, and reports on the Node. See docs/node-agent.md.
 
-use clap::Parser;
+pub mod agent;
+pub mod args;
+pub mod cgroups;
+pub mod checkpoint;
+pub mod error;
+pub mod hostflags;
+pub mod kubelet;
+pub mod report;
+pub mod validate;
+pub mod watch;
 
-/// Applies the kubelet configuration assigned to this node, safely: checkpoint, validate
-/// against the kubelet's flags, write, restart, verify, roll back to last-known-good.
-#[derive(Debug, Parser)]
-#[command(name = "kubelet-gitops-agent", version)]
-pub struct Args {}
-
-impl Args {
-    pub fn run(self) -> anyhow::Result<()> {
-        anyhow::bail!("the node agent is not implemented yet (issue 5)")
-    }
-}
+pub use agent::{AgentError, run};
+pub use args::{Args, Config};

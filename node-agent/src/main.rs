@@ -1,5 +1,7 @@
 use clap::Parser;
 
-fn main() -> anyhow::Result<()> {
-    node_agent::Args::parse().run()
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    node_agent::Args::parse().run().await?;
+    Ok(())
 }

@@ -1,0 +1,214 @@
+//! The agent: observe, decide, act, report, in one loop.
+//!
+//! - [`decide`]: the pure decision. Given the Node's annotations, the checkpoint metadata,
+//!   the kubelet's probe and the clock, the next [`decide::Step`]. Most of the behaviour
+//!   is here and tested without any server.
+//! - `drive`: carries a step out (download, checkpoint, validate, write, restart,
+//!   verify, roll back, promote, restore drift) and persists its phase in the checkpoint
+//!   store before the next decision, so a restarted agent resumes where it was.
+//! - [`admin`] and [`metrics`]: `/healthz`, `/readyz`, `/metrics`.
+//!
+//! [`run`] starts everything and runs until the future is dropped or a fatal error (one
+//! that a retry cannot fix, such as a kubelet without `--config` in replace mode).
+
+pub mod admin;
+pub mod decide;
+mod drive;
+pub mod metrics;
+pub mod ready;
+
+use std::path::PathBuf;
+
+use kube::Client;
+use tracing::{info, warn};
+
+use crate::args::{Config, LogFormat, Target};
+use crate::checkpoint::CheckpointStore;
+use crate::error::{CheckpointError, HostError, KubeletError};
+use crate::hostflags::{host_path, read_flags};
+use crate::kubelet::{Kubelet, KubeletSettings};
+use crate::report::{ReportError, Reporter};
+use crate::validate::Placement;
+use crate::watch::NodeWatch;
+
+/// Why the agent stopped, or a step failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The options are invalid.
+    #[error(transparent)]
+    Args(#[from] crate::args::ArgsError),
+    /// No usable kubeconfig or in-cluster config.
+    #[error("failed to configure the Kubernetes client")]
+    ClientConfig(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// An API call failed.
+    #[error("{what}")]
+    Api {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// The checkpoint directory.
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+    /// Reading the kubelet's command line.
+    #[error(transparent)]
+    Host(#[from] HostError),
+    /// Restarting or probing the kubelet.
+    #[error(transparent)]
+    Kubelet(#[from] KubeletError),
+    /// Writing the report.
+    #[error(transparent)]
+    Report(#[from] ReportError),
+    /// A host file operation.
+    #[error("failed to {op} {path}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The kubelet is set up in a way the agent cannot work with.
+    #[error("{0}")]
+    Setup(String),
+    /// The admin server failed.
+    #[error("admin server on {addr}")]
+    Admin {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Installs the tracing subscriber: text or JSON lines on stderr, filtered by `filter`.
+/// Does nothing when one is installed already (tests).
+pub fn init_logging(format: LogFormat, filter: &str) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_new(filter).unwrap_or_else(|e| {
+        eprintln!("invalid log filter {filter:?} ({e}); using \"info\"");
+        EnvFilter::new("info")
+    });
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let result = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
+    // Err: a subscriber exists already; keep it.
+    let _ = result;
+}
+
+/// Where the payload goes, from the options and the kubelet's flags (host paths).
+fn placement(config: &Config) -> Result<Placement, AgentError> {
+    let need_flags = matches!(config.target, Target::Replace(None) | Target::DropIn(None));
+    let flags = if need_flags {
+        Some(read_flags(&config.flag_source, &config.host_root)?)
+    } else {
+        None
+    };
+    Ok(match &config.target {
+        Target::Replace(Some(path)) => Placement::ConfigFile { path: path.clone() },
+        Target::Replace(None) => {
+            let file = flags.as_ref().and_then(|f| f.config_file()).ok_or_else(|| {
+                AgentError::Setup(format!(
+                    "the kubelet's command line ({}) has no --config: set --kubelet-config, or use --mode=drop-in",
+                    config.flag_source
+                ))
+            })?;
+            Placement::ConfigFile {
+                path: PathBuf::from(file),
+            }
+        }
+        Target::DropIn(Some(dir)) => Placement::DropIn {
+            dir: dir.clone(),
+            name: crate::args::DROP_IN_FILE.to_string(),
+        },
+        Target::DropIn(None) => {
+            let dir = flags.as_ref().and_then(|f| f.config_dir()).ok_or_else(|| {
+                AgentError::Setup(format!(
+                    "the kubelet's command line ({}) has no --config-dir: set --drop-in-dir, or use --mode=replace",
+                    config.flag_source
+                ))
+            })?;
+            Placement::DropIn {
+                dir: PathBuf::from(dir),
+                name: crate::args::DROP_IN_FILE.to_string(),
+            }
+        }
+    })
+}
+
+async fn client(config: &Config) -> Result<Client, AgentError> {
+    let boxed = |e: Box<dyn std::error::Error + Send + Sync>| AgentError::ClientConfig(e);
+    let kube_config = match &config.kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| boxed(Box::new(e)))?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| boxed(Box::new(e)))?
+        }
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| boxed(Box::new(e)))?,
+    };
+    Client::try_from(kube_config).map_err(|e| boxed(Box::new(e)))
+}
+
+/// Runs the agent with `config` until the returned future is dropped or a fatal error.
+pub async fn run(config: Config) -> Result<(), AgentError> {
+    crate::kubelet::install_crypto_provider();
+    let client = client(&config).await?;
+    let placement = placement(&config)?;
+    let target_file = host_path(&config.host_root, placement.target());
+    let store = CheckpointStore::open(&config.checkpoint_dir)?;
+    let mut settings = KubeletSettings::new(config.restart.clone(), config.healthz_url.clone());
+    settings.configz_url = config.configz_url.clone();
+    settings.token_file = config.kubelet_token_file.clone();
+    settings.insecure_skip_tls_verify = config.kubelet_insecure_skip_tls_verify;
+    settings.ca_file = config.kubelet_ca_file.clone();
+    let kubelet = Kubelet::new(settings)?;
+    let metrics = metrics::Metrics::new();
+    let admin_state = admin::AdminState::new(metrics.clone());
+    let (bound, serve) = admin::bind(config.admin_addr, admin_state.clone())
+        .await
+        .map_err(|source| AgentError::Admin {
+            addr: config.admin_addr,
+            source,
+        })?;
+    info!(
+        node = %config.node_name,
+        admin = %bound,
+        target = %target_file.display(),
+        checkpoints = %config.checkpoint_dir.display(),
+        "kubelet-gitops-agent starting"
+    );
+    let admin_task = tokio::spawn(async move {
+        if let Err(e) = serve.await {
+            warn!(error = %e, "admin server stopped");
+        }
+    });
+    let _abort_admin = AbortOnDrop(admin_task);
+    let nodes = NodeWatch::start(client.clone(), &config.node_name);
+    let reporter = Reporter::new(client.clone(), &config.node_name);
+    let mut driver = drive::Driver::new(drive::Parts {
+        config,
+        client,
+        store,
+        kubelet,
+        reporter,
+        nodes,
+        placement,
+        target_file,
+        metrics,
+        admin: admin_state,
+    });
+    driver.run().await
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}

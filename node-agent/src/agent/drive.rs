@@ -1,0 +1,1189 @@
+//! Carries out the steps [`decide`] chooses. Every step that changes the node persists
+//! its phase in the checkpoint store before the next decision; nothing here decides what
+//! comes next.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use kube::Client;
+use kubelet_gitops_core::flags::{DEFAULT_ROOT_DIR, KubeletFlags};
+use kubelet_gitops_core::protocol::{
+    CONFIGMAP_KEY, ConfigRef, DESIRED_CONFIG, HEALTH_TIMEOUT, LKG_GRACE, LOCAL, State, reason,
+};
+use kubelet_gitops_core::quantity::Quantity;
+use kubelet_gitops_core::types::KubeletConfiguration;
+use tokio::sync::watch as channel;
+use tracing::{debug, error, info, instrument, warn};
+
+use super::AgentError;
+use super::admin::AdminState;
+use super::decide::{Assignment, Desired, Disk, Observed, Retry, Step, VerifyFailure, decide};
+use super::metrics::{Metrics, Outcome};
+use super::ready;
+use crate::args::Config;
+use crate::checkpoint::{
+    ApplyPhase, Assigned, Checkpoint, CheckpointStore, sha256_hex, write_atomic,
+};
+use crate::error::KubeletError;
+use crate::hostflags::read_flags;
+use crate::kubelet::{Kubelet, clear_state_files};
+use crate::report::{EventType, Report, Reporter, event_reason};
+use crate::validate::{self, NodeContext, Placement, Rejection};
+use crate::watch::{ConfigMapState, ConfigMapWatch, NodeWatch};
+
+/// How long a download waits for the ConfigMap watch's first list.
+const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(30);
+/// Back-off of a failed download: first and longest.
+const DOWNLOAD_BACKOFF: (u64, u64) = (5, 300);
+/// Back-off after a step failed with an error: first and longest.
+const ERROR_BACKOFF: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(60));
+/// A rejected config is validated again after this many resync intervals.
+const REJECTED_RETRY_FACTOR: u64 = 10;
+/// How often the pods are looked at while waiting for them.
+const POD_POLL: Duration = Duration::from_secs(1);
+
+/// The pieces a [`Driver`] runs with.
+pub(crate) struct Parts {
+    pub config: Config,
+    pub client: Client,
+    pub store: CheckpointStore,
+    pub kubelet: Kubelet,
+    pub reporter: Reporter,
+    pub nodes: NodeWatch,
+    pub placement: Placement,
+    pub target_file: PathBuf,
+    pub metrics: Metrics,
+    pub admin: AdminState,
+}
+
+/// What the agent keeps in memory. Losing it (a restart) costs at most one extra retry or
+/// verification; see [`super::decide`].
+#[derive(Default)]
+struct Memory {
+    verification: Option<VerifyFailure>,
+    retry: Option<Retry>,
+    retry_is_download: bool,
+    download_attempts: u32,
+    /// Flag overrides, warnings and pod notes per config, for the Done message.
+    notes: HashMap<ConfigRef, String>,
+    /// The pods that were Ready before the restart of an assignment (config, since).
+    pods_before: Option<(ConfigRef, BTreeSet<String>)>,
+    /// When the apply of the desired config started.
+    apply_started: Option<(ConfigRef, Instant)>,
+    /// The Node as our last write returned it.
+    written: Option<Node>,
+    error_backoff: Option<Duration>,
+}
+
+/// The agent's loop around [`decide`].
+pub struct Driver {
+    config: Config,
+    client: Client,
+    store: CheckpointStore,
+    kubelet: Kubelet,
+    reporter: Reporter,
+    /// Holds the Node watch task (its receiver is `node_rx`).
+    _nodes: NodeWatch,
+    node_rx: channel::Receiver<Option<Node>>,
+    /// The watch on the ConfigMap still to be downloaded, and our receiver of it.
+    configmap: Option<(ConfigMapWatch, channel::Receiver<ConfigMapState>)>,
+    placement: Placement,
+    target_file: PathBuf,
+    metrics: Metrics,
+    admin: AdminState,
+    memory: Memory,
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn secs_ceil(d: Duration) -> u64 {
+    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+}
+
+fn human(secs: u64) -> String {
+    humantime::format_duration(Duration::from_secs(secs)).to_string()
+}
+
+/// A duration annotation, or the default when absent or invalid (logged).
+fn duration_annotation(node: &Node, key: &str, default: Duration) -> Duration {
+    let Some(text) = node.metadata.annotations.as_ref().and_then(|a| a.get(key)) else {
+        return default;
+    };
+    match humantime::parse_duration(text) {
+        Ok(d) if !d.is_zero() => d,
+        Ok(_) => default,
+        Err(e) => {
+            warn!(annotation = key, value = %text, error = %e, "invalid duration annotation; using the default");
+            default
+        }
+    }
+}
+
+fn resource_version(node: &Node) -> Option<u64> {
+    node.metadata.resource_version.as_deref()?.parse().ok()
+}
+
+/// The checkpoint standing for the node's own config file.
+fn local_checkpoint(original: &[u8]) -> Checkpoint {
+    Checkpoint {
+        config: ConfigRef::Local,
+        uid: LOCAL.to_string(),
+        resource_version: "original".to_string(),
+        sha256: sha256_hex(original),
+    }
+}
+
+/// An error and its causes, `: `-joined.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cur = s.source();
+    }
+    out
+}
+
+/// A failed download or validation: the kubelet's reason, the detail, whether it is a
+/// transport problem (retried with back-off) or about the content (retried at resync).
+struct Failure {
+    reason: &'static str,
+    detail: String,
+    download: bool,
+}
+
+impl Failure {
+    fn download(detail: impl Into<String>) -> Failure {
+        Failure {
+            reason: reason::DOWNLOAD_ERROR,
+            detail: detail.into(),
+            download: true,
+        }
+    }
+}
+
+impl From<Rejection> for Failure {
+    fn from(r: Rejection) -> Failure {
+        Failure {
+            reason: r.reason,
+            detail: r.detail,
+            download: false,
+        }
+    }
+}
+
+impl Driver {
+    pub(crate) fn new(parts: Parts) -> Driver {
+        let Parts {
+            config,
+            client,
+            store,
+            kubelet,
+            reporter,
+            nodes,
+            placement,
+            target_file,
+            metrics,
+            admin,
+        } = parts;
+        let node_rx = nodes.receiver();
+        Driver {
+            config,
+            client,
+            store,
+            kubelet,
+            reporter,
+            _nodes: nodes,
+            node_rx,
+            configmap: None,
+            placement,
+            target_file,
+            metrics,
+            admin,
+            memory: Memory::default(),
+        }
+    }
+
+    /// Decides and acts until dropped.
+    pub async fn run(&mut self) -> Result<(), AgentError> {
+        loop {
+            let Some(node) = self.fresh_node() else {
+                debug!(node = %self.config.node_name, "waiting for the Node");
+                if self.node_rx.changed().await.is_err() {
+                    return Err(AgentError::Setup("the node watch stopped".into()));
+                }
+                continue;
+            };
+            let result = match self.observe(&node).await {
+                Ok(observed) => {
+                    let step = decide(&observed);
+                    debug!(?step, "decided");
+                    self.execute(step, &node, &observed).await
+                }
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(None) => self.memory.error_backoff = None,
+                Ok(Some(wake_at)) => {
+                    self.memory.error_backoff = None;
+                    self.wait(wake_at).await;
+                }
+                Err(e) => {
+                    let delay = self
+                        .memory
+                        .error_backoff
+                        .map(|d| (d * 2).min(ERROR_BACKOFF.1))
+                        .unwrap_or(ERROR_BACKOFF.0);
+                    self.memory.error_backoff = Some(delay);
+                    self.metrics.error();
+                    let message = chain(&e);
+                    error!(error = %message, retry_in = ?delay, "step failed");
+                    if delay >= ERROR_BACKOFF.1 / 2 {
+                        self.reporter
+                            .event(
+                                &node,
+                                EventType::Warning,
+                                event_reason::INTERNAL,
+                                &format!("{}: {message}", reason::INTERNAL_ERROR),
+                            )
+                            .await;
+                    }
+                    tokio::time::sleep(delay).await;
+                }
+            }
+        }
+    }
+
+    /// [`Driver::node`], marking the watch's value as seen: the next `changed()` waits
+    /// for a newer one.
+    fn fresh_node(&mut self) -> Option<Node> {
+        self.node_rx.borrow_and_update();
+        self.node()
+    }
+
+    /// The newest Node: the watch's, or the one our last write returned when that is newer.
+    /// Does not mark the watch's value as seen, so a change that arrives while a step
+    /// runs still wakes the next wait.
+    fn node(&mut self) -> Option<Node> {
+        let watched = self.node_rx.borrow().clone();
+        match (watched, self.memory.written.take()) {
+            (Some(w), Some(mine)) => {
+                let newer_mine = match (resource_version(&w), resource_version(&mine)) {
+                    (Some(a), Some(b)) => b > a,
+                    _ => false,
+                };
+                if newer_mine {
+                    self.memory.written = Some(mine.clone());
+                    Some(mine)
+                } else {
+                    Some(w)
+                }
+            }
+            (w, mine) => w.or(mine),
+        }
+    }
+
+    fn node_context(&self, node: &Node) -> Result<NodeContext, AgentError> {
+        let flags = read_flags(&self.config.flag_source, &self.config.host_root)?;
+        let capacity = node
+            .status
+            .as_ref()
+            .and_then(|s| s.capacity.as_ref())
+            .map(|c| {
+                c.iter()
+                    .filter_map(|(k, q)| match Quantity::parse(&q.0) {
+                        Ok(q) => Some((k.clone(), q)),
+                        Err(e) => {
+                            warn!(resource = %k, value = %q.0, error = %e, "unparsable capacity; ignored");
+                            None
+                        }
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(NodeContext {
+            flags,
+            host_root: self.config.host_root.clone(),
+            capacity,
+            cgroups: self.config.cgroups.clone(),
+            placement: self.placement.clone(),
+        })
+    }
+
+    async fn observe(&mut self, node: &Node) -> Result<Observed, AgentError> {
+        let now = unix_now();
+        let annotations = node.metadata.annotations.clone().unwrap_or_default();
+        let desired = Desired::parse(annotations.get(DESIRED_CONFIG).map(String::as_str));
+        let health_timeout = secs_ceil(duration_annotation(
+            node,
+            HEALTH_TIMEOUT,
+            self.config.health_timeout,
+        ));
+        let lkg_grace = secs_ceil(duration_annotation(node, LKG_GRACE, self.config.lkg_grace));
+        let assigned = self.assigned()?;
+        let last_known_good = self
+            .last_known_good()?
+            .map(|c| c.config)
+            .unwrap_or(ConfigRef::Local);
+        let has_local_original = match self.store.local_original() {
+            Ok(o) => o.is_some(),
+            Err(e) if e.is_corrupt() => {
+                warn!(error = %chain(&e), "the saved local config is corrupt; it will not be used");
+                false
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let view = assigned.as_ref().map(|a| Assignment {
+            config: a.checkpoint.config.clone(),
+            phase: a.phase,
+            since: a.since,
+        });
+        let mut disk = None;
+        let mut kubelet_healthy = None;
+        if let Some(a) = &assigned
+            && a.phase == ApplyPhase::Verified
+        {
+            if a.checkpoint.config != ConfigRef::Local {
+                disk = Some(self.disk_check(&a.checkpoint)?);
+            }
+            if a.checkpoint.config != last_known_good && now >= a.since.saturating_add(lkg_grace) {
+                kubelet_healthy = Some(self.kubelet.healthz().await.is_ok());
+            }
+        }
+        let note = match &desired {
+            Desired::Config(x) => self.memory.notes.get(x).cloned(),
+            _ => None,
+        };
+        Ok(Observed {
+            now,
+            desired,
+            health_timeout,
+            lkg_grace,
+            recheck: secs_ceil(self.config.resync_interval),
+            report: Report::of_node(node),
+            assigned: view,
+            last_known_good,
+            has_local_original,
+            disk,
+            kubelet_healthy,
+            verification: self.memory.verification.clone(),
+            retry: self.memory.retry.clone(),
+            note,
+        })
+    }
+
+    fn assigned(&self) -> Result<Option<Assigned>, AgentError> {
+        match self.store.assigned() {
+            Ok(a) => Ok(a),
+            Err(e) if e.is_corrupt() => {
+                warn!(error = %chain(&e), "meta/assigned is corrupt; treating the node as on its local config");
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn last_known_good(&self) -> Result<Option<Checkpoint>, AgentError> {
+        match self.store.last_known_good() {
+            Ok(c) => Ok(c),
+            Err(e) if e.is_corrupt() => {
+                warn!(error = %chain(&e), "meta/last-known-good is corrupt; falling back to the local config");
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The kubelet config file (or drop-in) against what the agent wrote.
+    fn disk_check(&self, cp: &Checkpoint) -> Result<Disk, AgentError> {
+        match std::fs::read(&self.target_file) {
+            Ok(bytes) => {
+                let found = sha256_hex(&bytes);
+                Ok(if found == cp.sha256 {
+                    Disk::Matches
+                } else {
+                    Disk::Differs { found: Some(found) }
+                })
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Disk::Differs { found: None }),
+            Err(source) => Err(AgentError::Io {
+                op: "read",
+                path: self.target_file.clone(),
+                source,
+            }),
+        }
+    }
+
+    /// The payload of `cp`: the checkpoint, or the saved original for the local config.
+    fn payload_of(&self, cp: &Checkpoint) -> Result<Vec<u8>, AgentError> {
+        if cp.config == ConfigRef::Local {
+            self.store.local_original()?.ok_or_else(|| {
+                AgentError::Setup("the node's original config was never saved".into())
+            })
+        } else {
+            Ok(self.store.load(cp)?)
+        }
+    }
+
+    fn current_checkpoint(&self) -> Result<Option<Checkpoint>, AgentError> {
+        Ok(self
+            .assigned()?
+            .filter(|a| a.phase == ApplyPhase::Verified && a.checkpoint.config != ConfigRef::Local)
+            .map(|a| a.checkpoint))
+    }
+
+    /// The report while the desired config is in flight: `state` about `observed`, the
+    /// current and last-known-good as last reported.
+    fn transitional(o: &Observed, state: State, message: String) -> Report {
+        Report {
+            state: Some(state),
+            observed: Some(o.desired.observed_value()),
+            current: o.report.current.clone().or_else(|| Some(LOCAL.to_string())),
+            last_known_good: Some(o.last_known_good.to_string()),
+            message: Some(message),
+        }
+    }
+
+    /// Whether the assignment in flight is what the node should run (then its progress
+    /// is reported; a rollback's is not, so the failure stays on the Node).
+    fn in_flight_is_desired(o: &Observed, config: &ConfigRef) -> bool {
+        match &o.desired {
+            Desired::Local => *config == ConfigRef::Local,
+            Desired::Config(x) => x == config,
+            Desired::Invalid { .. } => false,
+        }
+    }
+
+    /// Writes `wanted` on the Node (skipped when it shows it already) and posts an Event
+    /// when the state or the observed config changes. Compares with the newest Node
+    /// (`fallback` when none is known), never with one from before our last write.
+    async fn publish(&mut self, fallback: &Node, wanted: &Report) -> Result<(), AgentError> {
+        let node = &self.node().unwrap_or_else(|| fallback.clone());
+        let before = Report::of_node(node);
+        if let Some(written) = self.reporter.publish(node, wanted).await? {
+            self.memory.written = Some(written);
+        }
+        self.metrics.set_state(wanted.state);
+        let changed = before.state != wanted.state || before.observed != wanted.observed;
+        if changed {
+            let (kind, why, default) = match wanted.state {
+                Some(State::Downloading) => {
+                    (EventType::Normal, event_reason::DOWNLOADING, "downloading")
+                }
+                Some(State::Applying) => (EventType::Normal, event_reason::APPLYING, "applying"),
+                Some(State::Verifying) => (EventType::Normal, event_reason::VERIFYING, "verifying"),
+                Some(State::Done) => (EventType::Normal, event_reason::APPLIED, "applied"),
+                Some(State::Degraded) => (EventType::Warning, event_reason::REJECTED, "degraded"),
+                Some(State::RolledBack) => {
+                    (EventType::Warning, event_reason::ROLLED_BACK, "rolled back")
+                }
+                None => (
+                    EventType::Normal,
+                    event_reason::LOCAL,
+                    "the kubelet runs the node's local config",
+                ),
+            };
+            let subject = wanted.observed.as_deref().unwrap_or(LOCAL);
+            let message = match &wanted.message {
+                Some(m) if !m.is_empty() => format!("{subject}: {m}"),
+                _ => format!("{subject}: {default}"),
+            };
+            self.reporter.event(node, kind, why, &message).await;
+        }
+        Ok(())
+    }
+
+    async fn execute(
+        &mut self,
+        step: Step,
+        node: &Node,
+        o: &Observed,
+    ) -> Result<Option<Option<u64>>, AgentError> {
+        match step {
+            Step::Download { config } => self.download(node, o, config).await?,
+            Step::ReturnToLocal => self.return_to_local(node, o).await?,
+            Step::Write => self.write(node, o).await?,
+            Step::Restart => self.restart(node, o).await?,
+            Step::Verify { deadline } => self.verify(node, o, deadline).await?,
+            Step::RollBack { to, reason } => self.roll_back(node, o, to, reason).await?,
+            Step::RestoreDrift { found } => self.restore_drift(node, o, found).await?,
+            Step::Promote { config } => self.promote(node, config).await?,
+            Step::Idle { report, wake_at } => {
+                self.publish(node, &report).await?;
+                // Keep watching the ConfigMap only while it is still to be downloaded.
+                let pending = match &o.desired {
+                    Desired::Config(x) if *x != o.current() => Some(x.clone()),
+                    _ => None,
+                };
+                self.watch_configmap(pending.as_ref());
+                if !self.admin.is_ready() {
+                    info!(node = %self.config.node_name, state = ?report.state, "first sync done");
+                    self.admin.set_ready();
+                }
+                return Ok(Some(wake_at));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Sleeps until the Node or the ConfigMap changes, `wake_at`, or the resync interval.
+    async fn wait(&mut self, wake_at: Option<u64>) {
+        let resync = tokio::time::Instant::now() + self.config.resync_interval;
+        let until = match wake_at {
+            Some(at) => {
+                let secs = at.saturating_sub(unix_now());
+                (tokio::time::Instant::now() + Duration::from_secs(secs)).min(resync)
+            }
+            None => resync,
+        };
+        let cm_changed = async {
+            match self.configmap.as_mut().map(|(_, rx)| rx) {
+                Some(rx) => {
+                    let _ = rx.changed().await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = self.node_rx.changed() => debug!("woken by the Node"),
+            _ = cm_changed => {
+                debug!("woken by the ConfigMap");
+                if self.memory.retry_is_download {
+                    self.memory.retry = None;
+                }
+            }
+            _ = tokio::time::sleep_until(until) => debug!("woken by the clock"),
+        }
+    }
+
+    #[instrument(skip(self, node, o), fields(config = %config))]
+    async fn download(
+        &mut self,
+        node: &Node,
+        o: &Observed,
+        config: ConfigRef,
+    ) -> Result<(), AgentError> {
+        if self.memory.apply_started.as_ref().map(|(c, _)| c) != Some(&config) {
+            self.memory.apply_started = Some((config.clone(), Instant::now()));
+        }
+        // A retry of a config that failed already stays quiet unless the outcome changes.
+        let retry = o.report.state == Some(State::Degraded)
+            && o.report.observed.as_deref() == Some(config.to_string().as_str());
+        if !retry {
+            let wanted = Self::transitional(o, State::Downloading, format!("downloading {config}"));
+            self.publish(node, &wanted).await?;
+        }
+        match self.fetch_and_validate(node, &config).await {
+            Ok((checkpoint, note)) => {
+                self.memory.retry = None;
+                self.memory.download_attempts = 0;
+                let assigned = Assigned {
+                    checkpoint,
+                    phase: ApplyPhase::Checkpointed,
+                    since: unix_now(),
+                    previous: self.current_checkpoint()?,
+                };
+                self.store.set_assigned(&assigned)?;
+                let message = match &note {
+                    Some(n) => format!("applying {config}; {n}"),
+                    None => format!("applying {config}"),
+                };
+                match note {
+                    Some(n) => self.memory.notes.insert(config.clone(), n),
+                    None => self.memory.notes.remove(&config),
+                };
+                let wanted = Self::transitional(o, State::Applying, message);
+                self.publish(node, &wanted).await?;
+            }
+            Err(f) => {
+                let message = format!("{}: {}", f.reason, f.detail);
+                warn!(config = %config, reason = f.reason, detail = %f.detail, "config not applied");
+                let now = unix_now();
+                let delay = if f.download {
+                    let n = self.memory.download_attempts.min(16);
+                    self.memory.download_attempts += 1;
+                    (DOWNLOAD_BACKOFF.0 << n).min(DOWNLOAD_BACKOFF.1)
+                } else {
+                    if !retry {
+                        self.metrics.applied(Outcome::Rejected, None);
+                    }
+                    self.memory.apply_started = None;
+                    // The content is immutable; only a change on the node (flags, files)
+                    // can make it pass, so look again only now and then.
+                    secs_ceil(self.config.resync_interval) * REJECTED_RETRY_FACTOR
+                };
+                self.memory.retry = Some(Retry {
+                    config: config.clone(),
+                    at: now + delay,
+                });
+                self.memory.retry_is_download = f.download;
+                let wanted = Self::transitional(o, State::Degraded, message);
+                self.publish(node, &wanted).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Gets the ConfigMap, checkpoints it and validates it; the checkpoint and the note
+    /// (flag overrides and warnings) for the message.
+    async fn fetch_and_validate(
+        &mut self,
+        node: &Node,
+        config: &ConfigRef,
+    ) -> Result<(Checkpoint, Option<String>), Failure> {
+        let cm = self.configmap_now(config).await?;
+        let payload = payload_bytes(&cm, config)?;
+        let uid = cm.metadata.uid.clone().unwrap_or_default();
+        let rv = cm.metadata.resource_version.clone().unwrap_or_default();
+        let checkpoint = self.store.save(config, &uid, &rv, &payload).map_err(|e| {
+            Failure::download(format!("failed to checkpoint {config}: {}", chain(&e)))
+        })?;
+        let ctx = self.node_context(node).map_err(|e| Failure {
+            reason: reason::INTERNAL_ERROR,
+            detail: chain(&e),
+            download: false,
+        })?;
+        let validated = validate::validate_payload(&payload, &ctx)?;
+        for c in &validated.created_cgroups {
+            info!(cgroup = %c, "created reserved cgroup");
+        }
+        let mut parts = Vec::new();
+        if !validated.overrides.is_empty() {
+            let list: Vec<String> = validated
+                .overrides
+                .iter()
+                .map(|ov| {
+                    let file = ov
+                        .file_value
+                        .as_ref()
+                        .map(|v| v.to_string())
+                        .unwrap_or_else(|| "unset".into());
+                    format!(
+                        "{} ({} gives {}, not {file})",
+                        ov.field, ov.flag, ov.flag_value
+                    )
+                })
+                .collect();
+            let text = format!(
+                "the kubelet's command-line flags override {}: {}",
+                if list.len() == 1 {
+                    "1 field"
+                } else {
+                    "these fields"
+                },
+                list.join(", ")
+            );
+            self.reporter
+                .event(
+                    node,
+                    EventType::Warning,
+                    event_reason::FLAG_OVERRIDE,
+                    &format!("{config}: {text}"),
+                )
+                .await;
+            parts.push(text);
+        }
+        if !validated.created_cgroups.is_empty() {
+            parts.push(format!(
+                "created the reserved cgroups {}",
+                validated.created_cgroups.join(", ")
+            ));
+        }
+        for w in &validated.warnings {
+            parts.push(format!("warning: {w}"));
+        }
+        let note = if parts.is_empty() {
+            None
+        } else {
+            Some(parts.join("; "))
+        };
+        Ok((checkpoint, note))
+    }
+
+    /// Watches the ConfigMap `target` names (stopping the watch of any other), or none.
+    fn watch_configmap(&mut self, target: Option<&ConfigRef>) {
+        if target == self.configmap.as_ref().map(|(w, _)| w.target()) {
+            return;
+        }
+        self.configmap = target
+            .and_then(|t| ConfigMapWatch::start(self.client.clone(), t))
+            .map(|w| {
+                let rx = w.receiver();
+                (w, rx)
+            });
+    }
+
+    /// The ConfigMap, from its watch (started if needed), once the watch has listed.
+    async fn configmap_now(&mut self, config: &ConfigRef) -> Result<ConfigMap, Failure> {
+        self.watch_configmap(Some(config));
+        let Some((_, rx)) = self.configmap.as_mut() else {
+            return Err(Failure::download(format!("{config} is not a ConfigMap")));
+        };
+        let deadline = tokio::time::Instant::now() + DOWNLOAD_TIMEOUT;
+        let state: ConfigMapState = loop {
+            let st = rx.borrow_and_update().clone();
+            if st.listed {
+                break st;
+            }
+            tokio::select! {
+                changed = rx.changed() => if changed.is_err() { break st },
+                _ = tokio::time::sleep_until(deadline) => break st,
+            }
+        };
+        if !state.listed {
+            return Err(Failure::download(format!(
+                "no answer for ConfigMap {config} within {}: {}",
+                humantime::format_duration(DOWNLOAD_TIMEOUT),
+                state
+                    .error
+                    .as_deref()
+                    .unwrap_or("the watch has not listed yet")
+            )));
+        }
+        state
+            .object
+            .ok_or_else(|| Failure::download(format!("ConfigMap {config} not found")))
+    }
+
+    async fn return_to_local(&mut self, node: &Node, o: &Observed) -> Result<(), AgentError> {
+        let original = self.store.local_original()?.ok_or_else(|| {
+            AgentError::Setup("the node's original config was never saved".into())
+        })?;
+        let assigned = Assigned {
+            checkpoint: local_checkpoint(&original),
+            phase: ApplyPhase::Checkpointed,
+            since: unix_now(),
+            previous: self.current_checkpoint()?,
+        };
+        self.store.set_assigned(&assigned)?;
+        self.memory.apply_started = Some((ConfigRef::Local, Instant::now()));
+        let wanted = Self::transitional(
+            o,
+            State::Applying,
+            "returning to the node's local config".into(),
+        );
+        self.publish(node, &wanted).await
+    }
+
+    fn in_flight(&self) -> Result<Assigned, AgentError> {
+        self.assigned()?
+            .ok_or_else(|| AgentError::Setup("meta/assigned disappeared during an apply".into()))
+    }
+
+    fn set_phase(&self, a: &Assigned, phase: ApplyPhase) -> Result<Assigned, AgentError> {
+        let next = Assigned {
+            phase,
+            since: unix_now(),
+            ..a.clone()
+        };
+        self.store.set_assigned(&next)?;
+        debug!(config = %next.checkpoint.config, phase = %phase, "phase persisted");
+        Ok(next)
+    }
+
+    fn effective_now(&self, node: &Node) -> Result<KubeletConfiguration, String> {
+        let ctx = self.node_context(node).map_err(|e| chain(&e))?;
+        validate::effective_config(None, &ctx)
+            .map(|e| e.config)
+            .map_err(|r| r.to_string())
+    }
+
+    #[instrument(skip_all)]
+    async fn write(&mut self, node: &Node, o: &Observed) -> Result<(), AgentError> {
+        let a = self.in_flight()?;
+        let payload = self.payload_of(&a.checkpoint)?;
+        if a.checkpoint.config != ConfigRef::Local {
+            let original = match std::fs::read(&self.target_file) {
+                Ok(b) => b,
+                // Drop-in mode without a drop-in of ours: the local config is "no file".
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+                Err(source) => {
+                    return Err(AgentError::Io {
+                        op: "read",
+                        path: self.target_file.clone(),
+                        source,
+                    });
+                }
+            };
+            if self.store.save_local_original(&original)? {
+                info!(path = %self.target_file.display(), "saved the node's own config");
+            }
+        }
+        let old = self.effective_now(node);
+        self.write_target(&payload)?;
+        info!(config = %a.checkpoint.config, path = %self.target_file.display(), sha256 = %a.checkpoint.sha256, "config written");
+        match (&old, self.effective_now(node)) {
+            (Ok(old), Ok(new)) => {
+                let ctx_flags: Option<KubeletFlags> =
+                    read_flags(&self.config.flag_source, &self.config.host_root).ok();
+                let root_dir = ctx_flags
+                    .as_ref()
+                    .and_then(|f| f.value("root-dir").map(str::to_string))
+                    .filter(|d| !d.is_empty())
+                    .unwrap_or_else(|| DEFAULT_ROOT_DIR.to_string());
+                match clear_state_files(&self.config.host_root, &root_dir, old, &new) {
+                    Ok(removed) => {
+                        for p in removed {
+                            info!(path = %p.display(), "cleared kubelet state file for the policy change");
+                        }
+                    }
+                    Err(source) => {
+                        return Err(AgentError::Io {
+                            op: "clear kubelet state files in",
+                            path: PathBuf::from(root_dir),
+                            source,
+                        });
+                    }
+                }
+            }
+            (old, new) => {
+                warn!(old = ?old.as_ref().err(), new = ?new.err(), "cannot compare the policies of the old and new config; no state file cleared");
+            }
+        }
+        self.set_phase(&a, ApplyPhase::Written)?;
+        if Self::in_flight_is_desired(o, &a.checkpoint.config) {
+            let wanted = Self::transitional(
+                o,
+                State::Applying,
+                format!(
+                    "wrote {}; restarting the kubelet",
+                    self.target_file.display()
+                ),
+            );
+            self.publish(node, &wanted).await?;
+        }
+        Ok(())
+    }
+
+    /// Writes `payload` atomically; in drop-in mode an empty payload (the local config)
+    /// removes the drop-in.
+    fn write_target(&self, payload: &[u8]) -> Result<(), AgentError> {
+        let io = |op: &'static str, path: &std::path::Path| {
+            let path = path.to_path_buf();
+            move |source| AgentError::Io { op, path, source }
+        };
+        if payload.is_empty() && matches!(self.placement, Placement::DropIn { .. }) {
+            match std::fs::remove_file(&self.target_file) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io("remove", &self.target_file)(e)),
+            }
+            if let Some(dir) = self.target_file.parent() {
+                std::fs::File::open(dir)
+                    .and_then(|f| f.sync_all())
+                    .map_err(io("sync directory", dir))?;
+            }
+            return Ok(());
+        }
+        if let Some(dir) = self.target_file.parent() {
+            std::fs::create_dir_all(dir).map_err(io("create directory", dir))?;
+        }
+        write_atomic(&self.target_file, payload).map_err(io("write", &self.target_file))
+    }
+
+    #[instrument(skip_all)]
+    async fn restart(&mut self, node: &Node, o: &Observed) -> Result<(), AgentError> {
+        let a = self.in_flight()?;
+        match ready::pods_on(&self.client, &self.config.node_name).await {
+            Ok(pods) => {
+                self.memory.pods_before =
+                    Some((a.checkpoint.config.clone(), ready::ready_pods(&pods)));
+            }
+            Err(e) => {
+                warn!(error = %e, "cannot list the node's pods; their readiness will not be waited for");
+                self.memory.pods_before = None;
+            }
+        }
+        let result = self.kubelet.restart().await;
+        let next = self.set_phase(&a, ApplyPhase::Restarted)?;
+        if let Err(e) = result {
+            let why = format!("failed to restart the kubelet: {}", chain(&e));
+            error!(reason = %why, "restart failed");
+            self.memory.verification = Some(VerifyFailure {
+                config: next.checkpoint.config.clone(),
+                since: next.since,
+                reason: why,
+                at: unix_now(),
+            });
+            return Ok(());
+        }
+        if Self::in_flight_is_desired(o, &a.checkpoint.config) {
+            let wanted = Self::transitional(
+                o,
+                State::Verifying,
+                format!(
+                    "kubelet restarted; waiting up to {} for it to run {}",
+                    human(o.health_timeout),
+                    a.checkpoint.config
+                ),
+            );
+            self.publish(node, &wanted).await?;
+        }
+        Ok(())
+    }
+
+    #[instrument(skip_all, fields(deadline))]
+    async fn verify(&mut self, node: &Node, o: &Observed, deadline: u64) -> Result<(), AgentError> {
+        let a = self.in_flight()?;
+        let budget = Duration::from_secs(deadline.saturating_sub(unix_now()).max(1));
+        let timeout_text = human(o.health_timeout);
+        let fail = |this: &mut Self, detail: String| {
+            let reason = format!("{} within {timeout_text}: {detail}", reason::UNHEALTHY);
+            warn!(config = %a.checkpoint.config, %reason, "verification failed");
+            this.memory.verification = Some(VerifyFailure {
+                config: a.checkpoint.config.clone(),
+                since: a.since,
+                reason,
+                at: unix_now(),
+            });
+        };
+        let expected = match self.effective_now(node) {
+            Ok(c) => c,
+            Err(why) => {
+                fail(self, format!("the written config does not load: {why}"));
+                return Ok(());
+            }
+        };
+        if let Err(e) = self.kubelet.wait_ready(&expected, budget).await {
+            let mut detail = match e {
+                KubeletError::NotReady { last, .. } => last,
+                other => chain(&other),
+            };
+            if let Some(n) = self.node()
+                && let Some((status, message)) = ready::node_ready(&n)
+                && status != "True"
+                && !message.is_empty()
+            {
+                detail = format!("{detail}; node Ready={status}: {message}");
+            }
+            fail(self, detail);
+            return Ok(());
+        }
+        // The Node Ready again, by the same deadline.
+        let end =
+            tokio::time::Instant::now() + Duration::from_secs(deadline.saturating_sub(unix_now()));
+        loop {
+            let current = self.fresh_node();
+            if current.as_ref().is_some_and(ready::is_node_ready) {
+                break;
+            }
+            if tokio::time::Instant::now() >= end {
+                let why = current
+                    .as_ref()
+                    .and_then(ready::node_ready)
+                    .map(|(s, m)| format!("node Ready={s}: {m}"))
+                    .unwrap_or_else(|| "the node has no Ready condition".into());
+                fail(self, why);
+                return Ok(());
+            }
+            tokio::select! {
+                _ = self.node_rx.changed() => {}
+                _ = tokio::time::sleep_until(end) => {}
+            }
+        }
+        // The pods that were Ready before, for up to the health timeout; never a failure.
+        let mut pod_note = None;
+        if let Some((config, before)) = self.memory.pods_before.take()
+            && config == a.checkpoint.config
+            && !before.is_empty()
+        {
+            let end = tokio::time::Instant::now() + Duration::from_secs(o.health_timeout);
+            loop {
+                let unready = match ready::pods_on(&self.client, &self.config.node_name).await {
+                    Ok(pods) => ready::still_unready(&before, &pods),
+                    Err(e) => {
+                        warn!(error = %e, "cannot list the node's pods");
+                        Vec::new()
+                    }
+                };
+                if unready.is_empty() {
+                    break;
+                }
+                if tokio::time::Instant::now() >= end {
+                    pod_note = Some(format!(
+                        "pods Ready before the restart and not Ready {} after it: {}",
+                        human(o.health_timeout),
+                        unready.join(", ")
+                    ));
+                    break;
+                }
+                tokio::time::sleep(POD_POLL).await;
+            }
+        }
+        let done = self.set_phase(&a, ApplyPhase::Verified)?;
+        self.memory.verification = None;
+        let config = done.checkpoint.config.clone();
+        info!(config = %config, "kubelet verified");
+        if let Some(n) = pod_note {
+            let note = match self.memory.notes.remove(&config) {
+                Some(prev) => format!("{prev}; {n}"),
+                None => n,
+            };
+            self.memory.notes.insert(config.clone(), note);
+        }
+        if Self::in_flight_is_desired(o, &config) {
+            let took = self
+                .memory
+                .apply_started
+                .take()
+                .filter(|(c, _)| *c == config)
+                .map(|(_, t)| t.elapsed());
+            self.metrics.applied(Outcome::Done, took);
+        } else if o.report.state == Some(State::RolledBack)
+            && o.report.observed.as_deref() == Some(o.desired.observed_value().as_str())
+        {
+            // The rollback finished: say so, keeping the failure.
+            let message = o
+                .report
+                .message
+                .as_deref()
+                .map(|m| m.replacen("; rolling back to", "; rolled back to", 1));
+            let wanted = Report {
+                current: Some(config.to_string()),
+                message,
+                ..o.report.clone()
+            };
+            self.publish(node, &wanted).await?;
+        }
+        if let Err(e) = self.store.prune(&[]) {
+            warn!(error = %chain(&e), "pruning old checkpoints failed");
+        }
+        Ok(())
+    }
+
+    #[instrument(skip(self, node, o), fields(to = %to))]
+    async fn roll_back(
+        &mut self,
+        node: &Node,
+        o: &Observed,
+        to: ConfigRef,
+        reason: String,
+    ) -> Result<(), AgentError> {
+        let failed = self.in_flight()?;
+        let target = if to == ConfigRef::Local {
+            let original = self.store.local_original()?.ok_or_else(|| {
+                AgentError::Setup("the node's original config was never saved".into())
+            })?;
+            local_checkpoint(&original)
+        } else {
+            self.last_known_good()?
+                .filter(|c| c.config == to)
+                .ok_or_else(|| {
+                    AgentError::Setup(format!("last-known-good {to} is not checkpointed"))
+                })?
+        };
+        let message = format!("{reason}; rolling back to {to}");
+        error!(failed = %failed.checkpoint.config, to = %to, %reason, "rolling back");
+        // Say it first: a restarted agent must not try the failed config again.
+        if Self::in_flight_is_desired(o, &failed.checkpoint.config) {
+            let wanted = Self::transitional(o, State::RolledBack, message);
+            self.publish(node, &wanted).await?;
+        } else {
+            self.reporter
+                .event(
+                    node,
+                    EventType::Warning,
+                    event_reason::ROLLBACK_FAILED,
+                    &message,
+                )
+                .await;
+        }
+        self.store.set_assigned(&Assigned {
+            checkpoint: target,
+            phase: ApplyPhase::Checkpointed,
+            since: unix_now(),
+            previous: Some(failed.checkpoint.clone()),
+        })?;
+        self.memory.verification = None;
+        let took = self.memory.apply_started.take().map(|(_, t)| t.elapsed());
+        self.metrics.applied(Outcome::RolledBack, took);
+        Ok(())
+    }
+
+    #[instrument(skip(self, node, o))]
+    async fn restore_drift(
+        &mut self,
+        node: &Node,
+        o: &Observed,
+        found: Option<String>,
+    ) -> Result<(), AgentError> {
+        let a = self.in_flight()?;
+        let what = match &found {
+            Some(sha) => format!(
+                "changed on the node (sha256 {sha}, expected {})",
+                a.checkpoint.sha256
+            ),
+            None => "removed on the node".to_string(),
+        };
+        let message = format!(
+            "{} was {what}; restoring {}",
+            self.target_file.display(),
+            a.checkpoint.config
+        );
+        warn!(%message, "drift");
+        self.reporter
+            .event(node, EventType::Warning, event_reason::DRIFT, &message)
+            .await;
+        self.metrics.drift_restored();
+        self.set_phase(&a, ApplyPhase::Checkpointed)?;
+        if Self::in_flight_is_desired(o, &a.checkpoint.config) {
+            let note = match self.memory.notes.get(&a.checkpoint.config) {
+                Some(prev) => format!("{prev}; {message}"),
+                None => message.clone(),
+            };
+            self.memory.notes.insert(a.checkpoint.config.clone(), note);
+            let wanted = Self::transitional(o, State::Applying, message);
+            self.publish(node, &wanted).await?;
+        }
+        Ok(())
+    }
+
+    #[instrument(skip(self, node))]
+    async fn promote(&mut self, node: &Node, config: ConfigRef) -> Result<(), AgentError> {
+        let a = self.in_flight()?;
+        if config == ConfigRef::Local {
+            self.store.clear_last_known_good()?;
+        } else {
+            self.store.set_last_known_good(&a.checkpoint)?;
+        }
+        info!(config = %config, "last-known-good updated");
+        self.reporter
+            .event(
+                node,
+                EventType::Normal,
+                event_reason::LKG_UPDATED,
+                &format!("last-known-good is now {config}"),
+            )
+            .await;
+        if let Err(e) = self.store.prune(&[]) {
+            warn!(error = %chain(&e), "pruning old checkpoints failed");
+        }
+        Ok(())
+    }
+}
+
+/// The `kubelet` key of the ConfigMap (`data`, or `binaryData`).
+fn payload_bytes(cm: &ConfigMap, config: &ConfigRef) -> Result<Vec<u8>, Failure> {
+    if let Some(text) = cm.data.as_ref().and_then(|d| d.get(CONFIGMAP_KEY)) {
+        return Ok(text.as_bytes().to_vec());
+    }
+    if let Some(bytes) = cm.binary_data.as_ref().and_then(|d| d.get(CONFIGMAP_KEY)) {
+        return Ok(bytes.0.clone());
+    }
+    Err(Failure {
+        reason: reason::LOAD_ERROR,
+        detail: format!("ConfigMap {config} has no key {CONFIGMAP_KEY:?}"),
+        download: false,
+    })
+}

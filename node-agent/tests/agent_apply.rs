@@ -1,0 +1,200 @@
+//! The agent applies an assigned config to a real stand-in kubelet: the happy path, a
+//! flag override reported, a missing enforced cgroup created, a resume from a persisted
+//! phase.
+
+mod agent_support;
+
+use agent_support::{Harness, annotation, condition, config_with};
+use kubelet_gitops_core::protocol::{CURRENT_CONFIG, LAST_KNOWN_GOOD, MESSAGE, STATE};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_assigned_config_is_applied_and_the_kubelet_runs_it() {
+    let mut h = Harness::start().await;
+    let original = std::fs::read(h.config_file()).unwrap();
+    let starts_before = h.sim.kubelet("w1").unwrap().state().starts;
+    h.start_agent(&[]);
+    // Without an assignment the agent reports the local config and touches nothing.
+    h.wait_node(
+        |n| {
+            annotation(n, CURRENT_CONFIG) == Some("local")
+                && condition(n, "KubeletConfigReady")["status"] == "True"
+        },
+        "local reported",
+    )
+    .await;
+    assert_eq!(std::fs::read(h.config_file()).unwrap(), original);
+
+    let yaml = config_with("kubeAPIQPS: 42\nserializeImagePulls: false\n");
+    let cm = h.publish("general", &yaml).await;
+    h.assign(Some(&cm), "30s", "1h").await;
+    let node = h.wait_state(&cm, "Done").await;
+
+    assert_eq!(annotation(&node, CURRENT_CONFIG), Some(cm.as_str()));
+    assert_eq!(
+        annotation(&node, LAST_KNOWN_GOOD),
+        Some("local"),
+        "not promoted before the grace"
+    );
+    let cond = condition(&node, "KubeletConfigReady");
+    assert_eq!(cond["status"], "True");
+    assert_eq!(cond["reason"], "Done");
+    assert_eq!(
+        condition(&node, "Ready")["status"],
+        "True",
+        "the kubelet's own conditions are kept"
+    );
+
+    assert_eq!(
+        h.config_file_valid(),
+        yaml.as_bytes(),
+        "the file is the payload, byte for byte"
+    );
+    let configz = h.configz().await;
+    assert_eq!(configz["kubeAPIQPS"], 42);
+    assert_eq!(configz["serializeImagePulls"], false);
+    assert!(
+        h.sim.kubelet("w1").unwrap().state().starts > starts_before,
+        "the kubelet was restarted"
+    );
+    for r in [
+        "KubeletConfigDownloading",
+        "KubeletConfigApplying",
+        "KubeletConfigVerifying",
+        "KubeletConfigApplied",
+    ] {
+        h.wait_event(r, &cm).await;
+    }
+    // A steady agent writes nothing: several resync periods (1s) and kubelet heartbeats
+    // later, no patch of the Node and no new watch or list.
+    let log = h.sim.request_log();
+    let counts = |log: &kubelet_gitops_sim::reqlog::RequestLog| {
+        [
+            log.count("patch", "nodes"),
+            log.count("patch", "nodes/status"),
+            log.count("list", "nodes"),
+            log.count("watch", "configmaps"),
+            log.count("list", "configmaps"),
+        ]
+    };
+    let before = counts(log);
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert_eq!(
+        counts(log),
+        before,
+        "patch nodes, nodes/status, list nodes, configmaps"
+    );
+    // The node's own file is kept for a return to the local config.
+    let saved = std::fs::read(h.checkpoint_dir().join("local/kubelet")).unwrap();
+    assert_eq!(saved, original);
+    h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_field_the_flags_override_is_reported() {
+    let mut h = Harness::start().await;
+    h.start_agent(&[]);
+    // The node's kubelet runs with --max-pods=50.
+    let cm = h.publish("general", &config_with("maxPods: 64\n")).await;
+    h.assign(Some(&cm), "30s", "1h").await;
+    let node = h.wait_state(&cm, "Done").await;
+    let message = annotation(&node, MESSAGE).unwrap_or_default().to_string();
+    assert!(
+        message.contains("maxPods") && message.contains("--max-pods"),
+        "the override is in the message: {message:?}"
+    );
+    let events = h.events().await;
+    let overrides: Vec<&(String, String)> = events
+        .iter()
+        .filter(|(r, _)| r == "KubeletConfigFlagOverride")
+        .collect();
+    assert_eq!(overrides.len(), 1, "{events:?}");
+    assert!(overrides[0].1.contains("maxPods"), "{}", overrides[0].1);
+    assert_eq!(
+        h.configz().await["maxPods"],
+        50,
+        "the flag wins, as reported"
+    );
+    h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_enforced_reserved_cgroup_that_is_missing_is_created() {
+    let mut h = Harness::start().await;
+    let cgroup = h.root().join("sys/fs/cgroup/reserved.slice");
+    assert!(!cgroup.exists());
+    h.start_agent(&[]);
+    let yaml = config_with(
+        "enforceNodeAllocatable: [pods, system-reserved]\nsystemReserved: {cpu: 500m, memory: 1Gi}\nsystemReservedCgroup: /reserved.slice\n",
+    );
+    let cm = h.publish("general", &yaml).await;
+    h.assign(Some(&cm), "30s", "1h").await;
+    let node = h.wait_state(&cm, "Done").await;
+    assert!(cgroup.is_dir(), "the agent created {}", cgroup.display());
+    let message = annotation(&node, MESSAGE).unwrap_or_default();
+    assert!(message.contains("/reserved.slice"), "{message:?}");
+    assert_eq!(h.configz().await["systemReservedCgroup"], "/reserved.slice");
+    h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_agent_resumes_from_the_persisted_phase() {
+    use node_agent::checkpoint::{ApplyPhase, Assigned, CheckpointStore, write_atomic};
+
+    let mut h = Harness::start().await;
+    let yaml = config_with("kubeAPIQPS: 7\n");
+    let cm = h.publish("general", &yaml).await;
+    h.assign(Some(&cm), "30s", "1h").await;
+    // An agent that died right after writing the file: checkpointed, the local original
+    // saved, the new file written, the kubelet not restarted yet.
+    let store = CheckpointStore::open(&h.checkpoint_dir()).unwrap();
+    let original = std::fs::read(h.config_file()).unwrap();
+    store.save_local_original(&original).unwrap();
+    let name = cm.split_once('/').unwrap().1;
+    let live = h
+        .sim
+        .store()
+        .get(
+            kubelet_gitops_sim::resources::kinds::configmaps(),
+            Some("kubelet-gitops"),
+            name,
+        )
+        .unwrap();
+    let cp = store
+        .save(
+            &cm.parse().unwrap(),
+            live["metadata"]["uid"].as_str().unwrap(),
+            live["metadata"]["resourceVersion"].as_str().unwrap(),
+            yaml.as_bytes(),
+        )
+        .unwrap();
+    write_atomic(&h.config_file(), yaml.as_bytes()).unwrap();
+    store
+        .set_assigned(&Assigned {
+            checkpoint: cp,
+            phase: ApplyPhase::Written,
+            since: 1,
+            previous: None,
+        })
+        .unwrap();
+    let starts = h.sim.kubelet("w1").unwrap().state().starts;
+
+    h.start_agent(&[]);
+    let node = h.wait_state(&cm, "Done").await;
+    assert_eq!(annotation(&node, STATE), Some("Done"));
+    assert_eq!(
+        h.configz().await["kubeAPIQPS"],
+        7,
+        "restarted from phase Written"
+    );
+    assert_eq!(
+        h.sim.kubelet("w1").unwrap().state().starts,
+        starts + 1,
+        "exactly one restart: the download and write were not redone"
+    );
+    let events = h.events().await;
+    assert!(
+        !events.iter().any(|(r, _)| r == "KubeletConfigDownloading"),
+        "no download on resume: {events:?}"
+    );
+    h.shutdown().await;
+}

@@ -1,0 +1,89 @@
+//! After an apply: last-known-good promotion, the return to the local config, and a
+//! hand-edited config file restored.
+
+mod agent_support;
+
+use agent_support::{Harness, annotation, config_with};
+use kubelet_gitops_core::protocol::{
+    CURRENT_CONFIG, LAST_KNOWN_GOOD, MESSAGE, OBSERVED_CONFIG, STATE,
+};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_healthy_config_becomes_last_known_good_after_the_grace_and_removal_returns_to_local() {
+    let mut h = Harness::start().await;
+    let original = std::fs::read(h.config_file()).unwrap();
+    h.start_agent(&[]);
+    let cm = h.publish("general", &config_with("kubeAPIQPS: 11\n")).await;
+    h.assign(Some(&cm), "30s", "2s").await;
+    h.wait_state(&cm, "Done").await;
+    let node = h
+        .wait_node(
+            |n| annotation(n, LAST_KNOWN_GOOD) == Some(cm.as_str()),
+            "promoted",
+        )
+        .await;
+    assert_eq!(annotation(&node, STATE), Some("Done"));
+    h.wait_event("KubeletConfigLastKnownGoodUpdated", &cm).await;
+    let lkg_meta =
+        std::fs::read_to_string(h.checkpoint_dir().join("meta/last-known-good")).unwrap();
+    assert!(
+        lkg_meta.contains(cm.split_once('/').unwrap().1),
+        "{lkg_meta}"
+    );
+
+    // Desired removed: back to the node's own file, our state annotations cleared.
+    h.assign(None, "", "").await;
+    let node = h
+        .wait_node(
+            |n| annotation(n, CURRENT_CONFIG) == Some("local") && annotation(n, STATE).is_none(),
+            "back on local",
+        )
+        .await;
+    assert_eq!(annotation(&node, OBSERVED_CONFIG), None);
+    assert_eq!(annotation(&node, MESSAGE), None);
+    assert_eq!(
+        annotation(&node, LAST_KNOWN_GOOD),
+        Some(cm.as_str()),
+        "last-known-good stays until local has been healthy for the grace"
+    );
+    assert_eq!(h.config_file_valid(), original);
+    assert_eq!(
+        h.configz().await["kubeAPIQPS"],
+        50,
+        "the kubelet's default again"
+    );
+    h.wait_event("KubeletConfigLocal", "").await;
+    h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_file_changed_by_hand_is_reported_and_restored() {
+    let mut h = Harness::start().await;
+    h.start_agent(&[]);
+    let yaml = config_with("kubeAPIQPS: 13\n");
+    let cm = h.publish("general", &yaml).await;
+    h.assign(Some(&cm), "30s", "1h").await;
+    h.wait_state(&cm, "Done").await;
+
+    // Someone edits the file on the node (atomically, as an editor saving would).
+    let edited = config_with("kubeAPIQPS: 99\n");
+    kubelet_gitops_sim::kubelet::write_atomic(&h.config_file(), edited.as_bytes()).unwrap();
+    let node = h
+        .wait_node(
+            |n| {
+                annotation(n, STATE) == Some("Done")
+                    && annotation(n, MESSAGE).is_some_and(|m| m.contains("was changed on the node"))
+            },
+            "drift restored",
+        )
+        .await;
+    assert_eq!(annotation(&node, CURRENT_CONFIG), Some(cm.as_str()));
+    assert_eq!(
+        h.config_file_valid(),
+        yaml.as_bytes(),
+        "restored byte for byte"
+    );
+    h.wait_event("KubeletConfigDrift", "restoring").await;
+    assert_eq!(h.configz().await["kubeAPIQPS"], 13);
+    h.shutdown().await;
+}

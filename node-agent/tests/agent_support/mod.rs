@@ -1,0 +1,348 @@
+//! Shared by the agent_*.rs tests: a sim with one node and its stand-in kubelet, the
+//! agent running in-process against that node's root, and the test in the reconciler's
+//! seat (immutable ConfigMaps, desired-config annotations).
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use kubelet_gitops_core::protocol::{self, DESIRED_CONFIG, HEALTH_TIMEOUT, LKG_GRACE};
+use kubelet_gitops_sim::cluster::{Sim, SimConfig};
+use kubelet_gitops_sim::inventory::Inventory;
+use kubelet_gitops_sim::kubelet::{HttpTarget, KubeletOptions};
+use kubelet_gitops_sim::resources::kinds;
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
+
+pub const NODE: &str = "w1";
+pub const NAMESPACE: &str = "kubelet-gitops";
+
+/// One node; its kubelet runs with `--max-pods=50` on the command line.
+const INVENTORY: &str = "\
+nodes:
+  - name: w1
+    labels: {node.kubernetes.io/pool: general}
+    capacity: {cpu: \"8\", memory: 32Gi, ephemeral-storage: 100Gi, pods: \"110\"}
+    kubeletFlags: \"--max-pods=50 --node-ip=10.0.0.5\"
+";
+
+/// The sim's own config.yaml for the node, which a pool config typically restates.
+pub const BASE_CONFIG: &str = "\
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    enabled: true
+authorization:
+  mode: Webhook
+cgroupDriver: systemd
+clusterDNS:
+- 10.96.0.10
+clusterDomain: cluster.local
+rotateCertificates: true
+";
+
+/// Every wait in these tests gives up after this long (a failure, not a timing check).
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+pub fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .try_init();
+}
+
+pub struct Harness {
+    pub dir: tempfile::TempDir,
+    pub sim: Sim,
+    pub client: Client,
+    agent: Option<JoinHandle<Result<(), node_agent::AgentError>>>,
+}
+
+impl Harness {
+    /// A sim with one node and fast stand-in kubelets that stay down after a failed
+    /// start (no systemd-style restart), so only the agent restarts them.
+    pub async fn start() -> Harness {
+        init_tracing();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let inventory =
+            Inventory::parse("inventory.yaml", INVENTORY.as_bytes()).expect("inventory");
+        let mut config = SimConfig::new(inventory, dir.path().join("sim"));
+        config.kubelet = KubeletOptions {
+            start_delay: Duration::from_millis(50),
+            not_ready_delay: Duration::from_millis(500),
+            lease_renew_interval: Duration::from_millis(500),
+            restart_after_exit: None,
+            ..KubeletOptions::default()
+        };
+        let sim = Sim::start(config).await.expect("sim starts");
+        let kc = kube::config::Kubeconfig::read_from(sim.kubeconfig_path()).expect("kubeconfig");
+        let cfg =
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .expect("kube config");
+        let client = Client::try_from(cfg).expect("client");
+        let ns = Namespace {
+            metadata: ObjectMeta {
+                name: Some(NAMESPACE.into()),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        };
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .expect("namespace");
+        let h = Harness {
+            dir,
+            sim,
+            client,
+            agent: None,
+        };
+        h.wait_node(|n| ready(n) == "True", "Ready").await;
+        h
+    }
+
+    pub fn root(&self) -> PathBuf {
+        self.sim.node_root(NODE)
+    }
+
+    pub fn config_file(&self) -> PathBuf {
+        self.root().join("var/lib/kubelet/config.yaml")
+    }
+
+    pub fn checkpoint_dir(&self) -> PathBuf {
+        self.dir.path().join("agent")
+    }
+
+    pub fn kubelet_url(&self) -> String {
+        self.sim.kubelet(NODE).expect("kubelet").url()
+    }
+
+    /// The agent's options for the node: replace mode on the sim's config.yaml, flags from
+    /// kubeadm-flags.env, restart through the sim's control endpoint with curl.
+    pub fn agent_args(&self) -> Vec<String> {
+        let root = self.root();
+        let url = self.kubelet_url();
+        vec![
+            "kubelet-gitops-agent".into(),
+            format!("--node-name={NODE}"),
+            format!("--kubeconfig={}", self.sim.kubeconfig_path().display()),
+            format!("--checkpoint-dir={}", self.checkpoint_dir().display()),
+            "--mode=replace".into(),
+            format!("--kubelet-config={}", self.config_file().display()),
+            "--flags-from=files".into(),
+            format!(
+                "--flags-file={}",
+                root.join("var/lib/kubelet/kubeadm-flags.env").display()
+            ),
+            "--restart-method=command".into(),
+            format!(
+                "--restart-command=curl -fsS -X POST {}/sim/v1/nodes/{NODE}/kubelet/restart",
+                self.sim.url()
+            ),
+            format!("--healthz-url={url}/healthz"),
+            format!("--configz-url={url}/configz"),
+            "--host-root=/".into(),
+            format!("--cgroup-root={}", root.join("sys/fs/cgroup").display()),
+            "--cgroup-driver=systemd".into(),
+            "--health-timeout=2m".into(),
+            "--lkg-grace=1h".into(),
+            "--resync-interval=1s".into(),
+            "--admin-addr=127.0.0.1:0".into(),
+        ]
+    }
+
+    /// Starts the agent in-process with [`Harness::agent_args`] plus `extra`.
+    pub fn start_agent(&mut self, extra: &[&str]) {
+        use clap::Parser;
+        let mut args = self.agent_args();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let config = node_agent::Args::try_parse_from(args)
+            .expect("args parse")
+            .into_config()
+            .expect("valid config");
+        assert!(self.agent.is_none(), "one agent at a time");
+        self.agent = Some(tokio::spawn(node_agent::run(config)));
+    }
+
+    /// Stops the agent abruptly (its future is dropped at its next await).
+    pub async fn kill_agent(&mut self) {
+        if let Some(task) = self.agent.take() {
+            task.abort();
+            let _ = task.await;
+        }
+    }
+
+    /// Publishes `yaml` as an immutable ConfigMap, as the reconciler does; returns
+    /// `<namespace>/<name>`.
+    pub async fn publish(&self, pool: &str, yaml: &str) -> String {
+        let name = protocol::configmap_name(pool, yaml.as_bytes());
+        let cm = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                namespace: Some(NAMESPACE.into()),
+                labels: Some(
+                    [
+                        (
+                            protocol::MANAGED_BY_LABEL.to_string(),
+                            protocol::MANAGED_BY.to_string(),
+                        ),
+                        (protocol::POOL_LABEL.to_string(), pool.to_string()),
+                    ]
+                    .into(),
+                ),
+                ..ObjectMeta::default()
+            },
+            immutable: Some(true),
+            data: Some([(protocol::CONFIGMAP_KEY.to_string(), yaml.to_string())].into()),
+            ..ConfigMap::default()
+        };
+        Api::<ConfigMap>::namespaced(self.client.clone(), NAMESPACE)
+            .create(&PostParams::default(), &cm)
+            .await
+            .expect("configmap created");
+        format!("{NAMESPACE}/{name}")
+    }
+
+    /// Sets (or with `None` removes) the node's desired-config, with the rollout timings.
+    pub async fn assign(&self, desired: Option<&str>, health_timeout: &str, lkg_grace: &str) {
+        let patch = match desired {
+            Some(d) => json!({"metadata": {"annotations": {
+                DESIRED_CONFIG: d, HEALTH_TIMEOUT: health_timeout, LKG_GRACE: lkg_grace,
+            }}}),
+            None => json!({"metadata": {"annotations": {
+                DESIRED_CONFIG: null, HEALTH_TIMEOUT: null, LKG_GRACE: null,
+            }}}),
+        };
+        Api::<Node>::all(self.client.clone())
+            .patch(NODE, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("node patched");
+    }
+
+    /// The Node from the sim's store.
+    pub fn node(&self) -> Value {
+        self.sim
+            .store()
+            .get(kinds::nodes(), None, NODE)
+            .expect("node exists")
+    }
+
+    /// Waits until `pred` holds for the Node; panics with the Node's annotations after
+    /// [`PATIENCE`].
+    pub async fn wait_node(&self, pred: impl Fn(&Value) -> bool, what: &str) -> Value {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let n = self.node();
+            if pred(&n) {
+                return n;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "node never reached {what}: annotations {} conditions {}",
+                n["metadata"]["annotations"],
+                n["status"]["conditions"]
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Waits until the agent reports `state` about `observed`, in the annotations and in
+    /// the `KubeletConfigReady` condition (written right after them).
+    pub async fn wait_state(&self, observed: &str, state: &str) -> Value {
+        self.wait_node(
+            |n| {
+                annotation(n, protocol::OBSERVED_CONFIG) == Some(observed)
+                    && annotation(n, protocol::STATE) == Some(state)
+                    && condition(n, protocol::CONDITION_TYPE)["reason"] == state
+            },
+            &format!("state {state} for {observed}"),
+        )
+        .await
+    }
+
+    /// Waits until an Event about the node has `reason` and a message containing
+    /// `text`; returns its message.
+    pub async fn wait_event(&self, reason: &str, text: &str) -> String {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let events = self.events().await;
+            if let Some((_, m)) = events.iter().find(|(r, m)| r == reason && m.contains(text)) {
+                return m.clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no event {reason} containing {text:?}: {events:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// configz of the stand-in kubelet (`kubeletconfig`).
+    pub async fn configz(&self) -> Value {
+        let target = HttpTarget::parse(&self.kubelet_url()).expect("url");
+        let (code, body) = target
+            .request("GET", "/configz", None, None)
+            .await
+            .expect("configz answers");
+        assert_eq!(code, 200);
+        let v: Value = serde_json::from_slice(&body).expect("json");
+        v["kubeletconfig"].clone()
+    }
+
+    /// The Events about the node, as `(reason, message)`.
+    pub async fn events(&self) -> Vec<(String, String)> {
+        Api::<Event>::namespaced(self.client.clone(), "default")
+            .list(&ListParams::default())
+            .await
+            .expect("events")
+            .items
+            .into_iter()
+            .filter(|e| e.involved_object.name.as_deref() == Some(NODE))
+            .map(|e| (e.reason.unwrap_or_default(), e.message.unwrap_or_default()))
+            .collect()
+    }
+
+    /// The config file, checked to be a complete, valid KubeletConfiguration.
+    pub fn config_file_valid(&self) -> Vec<u8> {
+        let bytes = std::fs::read(self.config_file()).expect("config file readable");
+        kubelet_gitops_core::decode::decode_kubelet_configuration("config.yaml", &bytes)
+            .unwrap_or_else(|e| panic!("config file is not a valid KubeletConfiguration: {e}"));
+        bytes
+    }
+
+    pub async fn shutdown(mut self) {
+        self.kill_agent().await;
+        self.sim.shutdown().await;
+    }
+}
+
+pub fn annotation<'a>(node: &'a Value, key: &str) -> Option<&'a str> {
+    node["metadata"]["annotations"][key].as_str()
+}
+
+pub fn ready(node: &Value) -> &str {
+    condition(node, "Ready")["status"].as_str().unwrap_or("")
+}
+
+pub fn condition<'a>(node: &'a Value, kind: &str) -> &'a Value {
+    node["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == kind))
+        .unwrap_or(&Value::Null)
+}
+
+/// [`BASE_CONFIG`] with `extra` YAML lines appended.
+pub fn config_with(extra: &str) -> String {
+    format!("{BASE_CONFIG}{extra}")
+}
