@@ -5,7 +5,8 @@
 //! `/apis/{group}/{version}`, for every resource of [`crate::resources::RESOURCES`];
 //! discovery ([`crate::discovery`]); `/healthz`, `/readyz`, `/livez`. Every error is a
 //! `metav1.Status` with the HTTP code of its `code`. Watches stream one JSON event per
-//! line in a chunked response. See SIM.md ("http notes") for what is served and how.
+//! line in a chunked response. docs/sim.md says what is served and how it differs from
+//! kube-apiserver.
 
 // `ApiError` (the store's error type, shared by every handler) is a plain struct of
 // 136 bytes; errors are rare and short-lived, so boxing it buys nothing here.
@@ -36,7 +37,9 @@ use crate::error::{ApiError, Cause, success_status};
 use crate::faults::{Fault, FaultConfig, Faults, WatchDropper};
 use crate::reqlog::{LogEntry, RequestLog};
 use crate::resources::{self, ResourceType};
-use crate::store::{ListOptions, PatchType, Store, WatchEvent, WatchOptions, WriteOptions};
+use crate::store::{
+    ListOptions, PatchType, SharedObject, Store, WatchEvent, WatchOptions, WriteOptions,
+};
 
 use negotiate::{BodyFormat, Output};
 use table::IncludeObject;
@@ -667,7 +670,10 @@ fn do_list(
         Output::Table(_) => Some(include_object(params)?),
         _ => None,
     };
-    let list = st.store.list(t.rt, t.ns.as_deref(), &opts)?;
+    // Items shared with the store: no deep copy, and each object's JSON encoding is
+    // computed once per object version, so repeated lists of a large table are a copy.
+    let list = st.store.list_shared(t.rt, t.ns.as_deref(), &opts)?;
+    let objects = || list.items.iter().map(|o| &*o.object);
     let mut meta = Map::new();
     meta.insert("resourceVersion".into(), json!(list.resource_version));
     if let Some(c) = &list.continue_token {
@@ -682,15 +688,11 @@ fn do_list(
             let include = include.unwrap_or(IncludeObject::Metadata);
             json_response(
                 StatusCode::OK,
-                &table::table(t.rt, &list.items, meta, v, include, true),
+                &table::table(t.rt, objects(), meta, v, include, true),
             )
         }
         Output::Meta(v) => {
-            let items: Vec<Value> = list
-                .items
-                .iter()
-                .map(|o| table::partial_metadata(o, v))
-                .collect();
+            let items: Vec<Value> = objects().map(|o| table::partial_metadata(o, v)).collect();
             json_response(
                 StatusCode::OK,
                 &json!({
@@ -703,7 +705,7 @@ fn do_list(
         }
         Output::Json => json_bytes(StatusCode::OK, encode_list(t.rt, &meta, &list.items)),
         Output::Yaml => {
-            let items: Vec<Value> = list.items.iter().map(strip_type_meta).collect();
+            let items: Vec<Value> = objects().map(strip_type_meta).collect();
             yaml_response(
                 StatusCode::OK,
                 &json!({
@@ -753,8 +755,15 @@ impl serde::Serialize for WithoutTypeMeta<'_> {
 
 /// `{"kind":"NodeList","apiVersion":"v1","metadata":{..},"items":[..]}` with items
 /// encoded as the real server does (no kind/apiVersion on items).
-fn encode_list(rt: &ResourceType, meta: &Value, items: &[Value]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(256 + items.len() * 512);
+///
+/// Each item is taken from its cached encoding ([`SharedObject::encoded`]): the store
+/// keeps `kind` and `apiVersion` as an object's first two keys, so dropping them is
+/// dropping that exact prefix. An item without that prefix is encoded afresh.
+fn encode_list(rt: &ResourceType, meta: &Value, items: &[SharedObject]) -> Vec<u8> {
+    let prefix = type_meta_prefix(rt);
+    let encoded: Vec<&str> = items.iter().map(SharedObject::encoded).collect();
+    let total: usize = encoded.iter().map(|e| e.len() + 1).sum();
+    let mut out = Vec::with_capacity(256 + total);
     out.extend_from_slice(b"{\"kind\":");
     let _ = serde_json::to_writer(&mut out, &format!("{}List", rt.kind));
     out.extend_from_slice(b",\"apiVersion\":");
@@ -762,14 +771,32 @@ fn encode_list(rt: &ResourceType, meta: &Value, items: &[Value]) -> Vec<u8> {
     out.extend_from_slice(b",\"metadata\":");
     let _ = serde_json::to_writer(&mut out, meta);
     out.extend_from_slice(b",\"items\":[");
-    for (i, item) in items.iter().enumerate() {
+    for (i, (item, enc)) in items.iter().zip(&encoded).enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        let _ = serde_json::to_writer(&mut out, &WithoutTypeMeta(item));
+        match enc.strip_prefix(prefix.as_str()) {
+            Some(rest) => {
+                out.push(b'{');
+                out.extend_from_slice(rest.as_bytes());
+            }
+            None => {
+                let _ = serde_json::to_writer(&mut out, &WithoutTypeMeta(&item.object));
+            }
+        }
     }
     out.extend_from_slice(b"]}");
     out
+}
+
+/// `{"kind":"<Kind>","apiVersion":"<apiVersion>",`: how a stored object's encoding
+/// starts when it has more than its type meta.
+fn type_meta_prefix(rt: &ResourceType) -> String {
+    format!(
+        "{{\"kind\":{},\"apiVersion\":{},",
+        Value::String(rt.kind.to_string()),
+        Value::String(rt.api_version())
+    )
 }
 
 fn decode_body(rt: &ResourceType, headers: &HeaderMap, bytes: &[u8]) -> Result<Value, ApiError> {
@@ -1077,4 +1104,71 @@ fn encode_event(
         serde_json::to_vec(&json!({ "type": ev.kind, "object": object })).unwrap_or_default();
     line.push(b'\n');
     Bytes::from(line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::kinds;
+
+    /// The list as encoded from scratch: every item without its kind and apiVersion.
+    fn reference(rt: &ResourceType, meta: &Value, items: &[SharedObject]) -> Vec<u8> {
+        let items: Vec<Value> = items.iter().map(|o| strip_type_meta(&o.object)).collect();
+        serde_json::to_vec(&json!({
+            "kind": format!("{}List", rt.kind),
+            "apiVersion": rt.api_version(),
+            "metadata": meta,
+            "items": items,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn encode_list_from_cached_encodings_matches_a_fresh_encoding() {
+        let store = Store::new();
+        let opts = WriteOptions::default();
+        for name in ["b", "a"] {
+            let node = json!({"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": name, "labels": {"k": "v"}}, "status": {"capacity": {"cpu": "2"}}});
+            store.create(kinds::nodes(), None, node, &opts).unwrap();
+        }
+        let event = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": "e1", "namespace": "default"},
+            "eventTime": "2026-01-01T00:00:00.000000Z", "reportingController": "c",
+            "reportingInstance": "i", "action": "A", "reason": "R", "type": "Normal",
+            "regarding": {"kind": "Node", "name": "a"}, "note": "n"});
+        store
+            .create(kinds::events(), Some("default"), event, &opts)
+            .unwrap();
+        let meta = json!({"resourceVersion": "7"});
+        for rt in [kinds::nodes(), kinds::events(), kinds::namespaces()] {
+            let list = store
+                .list_shared(rt, None, &ListOptions::default())
+                .unwrap();
+            assert!(!list.items.is_empty(), "{}", rt.plural);
+            // Twice: once encoding the items, once from their cached encodings.
+            for _ in 0..2 {
+                let got = encode_list(rt, &meta, &list.items);
+                assert_eq!(
+                    String::from_utf8(got).unwrap(),
+                    String::from_utf8(reference(rt, &meta, &list.items)).unwrap(),
+                    "{}",
+                    rt.plural
+                );
+            }
+            let first = &list.items[0].object;
+            assert!(
+                first.get("kind").is_some(),
+                "stored objects keep their kind"
+            );
+        }
+    }
+
+    #[test]
+    fn type_meta_prefix_is_how_a_stored_object_encoding_starts() {
+        assert_eq!(
+            type_meta_prefix(kinds::events()),
+            r#"{"kind":"Event","apiVersion":"events.k8s.io/v1","#
+        );
+    }
 }

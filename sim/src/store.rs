@@ -2,7 +2,8 @@
 //! counter, a bounded history of watch events per resource type, and watchers.
 //!
 //! Objects are kept as `Arc<serde_json::Value>` with a lazily computed, shared JSON
-//! encoding, so a list clones each object once and a watch event is serialized once no
+//! encoding, so a list ([`Store::list_shared`], what the server uses) copies no object
+//! and encodes each at most once per version, and a watch event is serialized once no
 //! matter how many watchers receive it. Writers hold the lock for the whole write and
 //! hand events to watchers with `try_send`: they never wait; a watcher whose bounded
 //! channel is full is closed, as the real server terminates slow watchers.
