@@ -2,6 +2,19 @@
 //!
 //! Today: `validate`, `render` and `configmap-name`, which answer from files alone.
 
+pub mod admin;
+pub mod args;
 pub mod cli;
+pub mod controller;
+pub mod gc;
+pub mod git;
+pub mod leader;
+pub mod metrics;
 pub mod model;
+pub mod plan;
+pub mod publish;
+pub mod render;
+pub mod rollout;
 pub mod source;
+pub mod status;
+pub mod webhook;

@@ -5,7 +5,9 @@
 
 mod configmap_name;
 mod inputs;
+mod plan;
 mod render;
+mod run;
 mod validate;
 
 use std::path::PathBuf;
@@ -38,6 +40,25 @@ enum Command {
     /// `kubectl create configmap BASENAME --from-file=kubelet=FILE --append-hash` appends.
     #[command(name = "configmap-name")]
     ConfigmapName(ConfigmapNameArgs),
+    /// Follow a git branch and roll its kubelet configurations out to the cluster: render
+    /// and validate each new commit, publish every pool's config as an immutable ConfigMap,
+    /// and assign nodes pool by pool (canary first, at most maxUnavailable at once, halting
+    /// on a failure). A commit that does not validate applies nothing.
+    ///
+    /// Every option can also be set through its KUBELET_GITOPS_* environment variable.
+    /// Serves /metrics, /healthz and /readyz on --admin-addr. Exits 0 on SIGTERM; with
+    /// --once, 0 when the commit applied, 1 when it does not validate, 2 on other errors.
+    Run(Box<crate::args::RunArgs>),
+    /// Print, as Markdown, what merging a revision of the config repository would do:
+    /// per pool the effective field-level diff (kubelet defaults applied on both sides),
+    /// the old and new ConfigMap names, the nodes whose config would change, the fields
+    /// their kubelet flags override, and the disruptive fields that change. Works
+    /// offline, from the repository and a node inventory.
+    ///
+    /// Exits 0 when the head can be applied, 1 when it does not validate (each problem
+    /// printed as `file:line:col: field: message`) or two pools of the same priority
+    /// select a node, 2 on usage, git or I/O errors.
+    Plan(plan::PlanArgs),
 }
 
 /// Where the kubelet's command line comes from, and its drop-in directory.
@@ -116,6 +137,8 @@ impl Cli {
             Command::Validate(a) => validate::run(&a.files, &a.node),
             Command::Render(a) => render::run(&a.file, a.effective, &a.node),
             Command::ConfigmapName(a) => configmap_name::run(&a.basename, &a.file),
+            Command::Run(a) => return run::run(*a),
+            Command::Plan(a) => plan::run(a),
         };
         match result {
             Ok(()) => ExitCode::SUCCESS,

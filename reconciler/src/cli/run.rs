@@ -1,0 +1,113 @@
+//! `kubelet-gitops run`: logging, the async runtime, signals, and exit codes around
+//! [`crate::controller`].
+
+use std::process::ExitCode;
+
+use tracing_subscriber::EnvFilter;
+
+use crate::args::{LogFormat, RunArgs};
+use crate::controller::{self, error_chain};
+
+/// Installs the global tracing subscriber: `filter` (EnvFilter syntax) in `format`.
+fn init_logging(format: LogFormat, filter: &str) -> Result<(), String> {
+    let filter = EnvFilter::try_new(filter).map_err(|e| format!("--log {filter:?}: {e}"))?;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let installed = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .try_init(),
+    };
+    installed.map_err(|e| format!("cannot install the logger: {e}"))
+}
+
+/// Waits for SIGTERM (what Kubernetes sends) or Ctrl-C.
+async fn terminated() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// Runs the controller until a signal (or, with `--once`, one reconcile). Exit codes: 0
+/// success; 1 the commit does not validate (`--once`); 2 usage, configuration, git or API
+/// failures.
+pub fn run(args: RunArgs) -> ExitCode {
+    if let Err(msg) = init_logging(args.log_format, &args.log) {
+        eprintln!("error: {msg}");
+        return ExitCode::from(2);
+    }
+    let config = match args.into_config() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {}", error_chain(&e));
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let once = config.once;
+    let result = runtime.block_on(async move {
+        tracing::info!(
+            version = env!("CARGO_PKG_VERSION"),
+            identity = %config.identity,
+            repo = %crate::publish::redact_url(&config.git.url),
+            branch = %config.git.branch,
+            interval = %humantime::format_duration(config.interval),
+            leader_elect = config.leader.is_some(),
+            once,
+            "starting"
+        );
+        let running = controller::start(config).await?;
+        if once {
+            return running.wait().await;
+        }
+        let token = running.shutdown_token();
+        tokio::select! {
+            () = terminated() => {
+                tracing::info!("shutting down");
+                running.stop().await
+            }
+            // The controller stops by itself only on a fatal error.
+            () = token.cancelled() => running.wait().await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %error_chain(&e), "stopped");
+            if e.is_invalid_repo() {
+                ExitCode::from(1)
+            } else {
+                ExitCode::from(2)
+            }
+        }
+    }
+}

@@ -1,0 +1,504 @@
+//! One reconcile: observe (the caches), plan (pure: `rollout::plan_rollout`,
+//! `gc::plan_gc`), apply (create ConfigMaps, patch Nodes, delete ConfigMaps).
+//!
+//! Order matters for safety:
+//! 1. every pool's ConfigMap is published before any node is pointed at one; if one
+//!    cannot be published, no node is written this round (a pool missing from the plan
+//!    would look like "left every pool" and unassign its nodes);
+//! 2. node writes go out only while this replica may write (checked before each one);
+//! 3. garbage collection runs last, and only after every node write of the round went
+//!    through, against the nodes as they are after those writes.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use kube::api::{Api, Patch, PatchParams};
+use kubelet_gitops_core::protocol::ConfigRef;
+
+use crate::controller::api::{Call, RetryPolicy, retrying};
+use crate::controller::observe::{
+    ConfigMapStore, NodeStore, NodeView, PendingWrites, published_configmap,
+};
+use crate::controller::state::AppliedCommit;
+use crate::gc::plan_gc;
+use crate::metrics::Metrics;
+use crate::model::Overlap;
+use crate::publish::{self, FIELD_MANAGER, PublishError, Published, SourceInfo};
+use crate::render::RenderedRepo;
+use crate::rollout::{NodeAction, PoolPhase, PoolReport, PoolTarget, RolloutPlan, plan_rollout};
+
+/// A commit that rendered and validated: what the cluster should converge to.
+#[derive(Debug, Clone)]
+pub(crate) struct Desired {
+    /// The full commit id.
+    pub commit: String,
+    /// Every pool's rendered config.
+    pub rendered: RenderedRepo,
+    /// Where the ConfigMaps go (the command line's override, else the settings').
+    pub namespace: String,
+}
+
+impl Desired {
+    /// Pool name to ConfigMap name.
+    pub(crate) fn configmaps(&self) -> BTreeMap<String, String> {
+        self.rendered
+            .pools
+            .iter()
+            .map(|p| (p.spec.name.clone(), p.configmap_name.clone()))
+            .collect()
+    }
+
+    pub(crate) fn applied(&self) -> AppliedCommit {
+        AppliedCommit {
+            commit: self.commit.clone(),
+            namespace: self.namespace.clone(),
+            configmaps: self.configmaps(),
+        }
+    }
+}
+
+/// A reconcile that did not complete; the next one retries.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// A ConfigMap could not be published: no node was written.
+    #[error("publishing the ConfigMaps of commit {commit} failed; no node was changed")]
+    Publish {
+        commit: String,
+        #[source]
+        source: PublishError,
+    },
+    /// Some node writes failed after their retries.
+    #[error("{failed} of {total} node writes failed (first: node {node})")]
+    NodeWrites {
+        failed: usize,
+        total: usize,
+        node: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// What one reconcile did.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Outcome {
+    /// The plan (reports and overlaps included).
+    pub plan: RolloutPlan,
+    /// Node patches accepted.
+    pub node_writes: usize,
+    /// ConfigMaps created.
+    pub created: Vec<String>,
+    /// ConfigMaps deleted.
+    pub deleted: Vec<String>,
+    /// Whether writes were allowed (false: a follower only planned).
+    pub wrote: bool,
+}
+
+/// The effects side of the loop: owns the caches' overlay of its own writes.
+pub(crate) struct Reconciler {
+    client: kube::Client,
+    metrics: Arc<Metrics>,
+    retry: RetryPolicy,
+    /// Node writes in flight at once.
+    concurrency: usize,
+    /// The repository URL, for the ConfigMaps' source annotation.
+    repo_url: String,
+    nodes: NodeStore,
+    /// The nodes as planning sees them.
+    view: NodeView,
+    pending: PendingWrites,
+    /// The namespace the pending ConfigMap writes were made in.
+    pending_namespace: String,
+    /// The overlaps logged last, to log each one once (until it goes away).
+    logged_overlaps: HashSet<String>,
+    /// Each pool's phase and target at the last round, to log transitions once.
+    phases: BTreeMap<String, (PoolPhase, ConfigRef)>,
+}
+
+impl Reconciler {
+    pub(crate) fn new(
+        client: kube::Client,
+        metrics: Arc<Metrics>,
+        retry: RetryPolicy,
+        concurrency: usize,
+        repo_url: String,
+        nodes: NodeStore,
+    ) -> Reconciler {
+        Reconciler {
+            client,
+            metrics,
+            retry,
+            concurrency: concurrency.max(1),
+            repo_url,
+            nodes,
+            view: NodeView::default(),
+            pending: PendingWrites::default(),
+            pending_namespace: String::new(),
+            logged_overlaps: HashSet::new(),
+            phases: BTreeMap::new(),
+        }
+    }
+
+    /// Publishes, plans and applies `desired` once. `may_write` is asked before every
+    /// write; when it says no, the round only plans (a follower keeps its reports fresh).
+    #[tracing::instrument(skip_all, fields(commit = %desired.commit, namespace = %desired.namespace))]
+    pub(crate) async fn reconcile(
+        &mut self,
+        desired: &Desired,
+        configmaps: &ConfigMapStore,
+        may_write: &(dyn Fn() -> bool + Sync),
+    ) -> Result<Outcome, ReconcileError> {
+        let started = Instant::now();
+        let ns = desired.namespace.as_str();
+        let cm_api: Api<ConfigMap> = Api::namespaced(self.client.clone(), ns);
+        let mut outcome = Outcome {
+            wrote: may_write(),
+            ..Outcome::default()
+        };
+        if self.pending_namespace != ns {
+            // ConfigMaps created elsewhere say nothing about this namespace.
+            self.pending.clear();
+            self.pending_namespace = ns.to_string();
+        }
+
+        // Observe the published ConfigMaps.
+        let listed: Vec<_> = configmaps
+            .state()
+            .iter()
+            .filter_map(|m| published_configmap(m))
+            .collect();
+        let pool_of_name: BTreeMap<String, String> = desired
+            .rendered
+            .pools
+            .iter()
+            .map(|p| (p.configmap_name.clone(), p.spec.name.clone()))
+            .collect();
+        let mut published = self
+            .pending
+            .configmaps(&listed, |n| pool_of_name.get(n).cloned());
+
+        // Publish what is missing: all pools, or no node write this round.
+        for pool in &desired.rendered.pools {
+            let name = &pool.configmap_name;
+            if published.iter().any(|c| &c.name == name) {
+                continue;
+            }
+            if !may_write() {
+                continue;
+            }
+            let cm = publish::configmap(
+                ns,
+                pool,
+                &SourceInfo {
+                    repo_url: &self.repo_url,
+                    commit: &desired.commit,
+                },
+            );
+            let call = Call {
+                verb: "create",
+                resource: "configmaps",
+                name,
+            };
+            let result = retrying(call, &self.retry, &self.metrics, || async {
+                match publish::create_if_absent(&cm_api, &cm).await {
+                    Ok(p) => Ok(Ok(p)),
+                    Err(e @ PublishError::NamespaceMissing { .. }) => Ok(Err(e)),
+                    Err(e) => Err(into_kube(e)),
+                }
+            })
+            .await;
+            let created = match result {
+                Ok(Ok(Published::Created { created })) => {
+                    self.metrics.configmap_created();
+                    outcome.created.push(name.clone());
+                    tracing::info!(configmap = %name, pool = %pool.spec.name, "published ConfigMap");
+                    created
+                }
+                Ok(Ok(Published::Existed)) => None,
+                Ok(Err(e)) => {
+                    return Err(ReconcileError::Publish {
+                        commit: desired.commit.clone(),
+                        source: e,
+                    });
+                }
+                Err(source) => {
+                    return Err(ReconcileError::Publish {
+                        commit: desired.commit.clone(),
+                        source: PublishError::Create {
+                            namespace: ns.to_string(),
+                            name: name.clone(),
+                            source,
+                        },
+                    });
+                }
+            };
+            self.pending.configmap_created(name, created.clone());
+            published.push(crate::gc::PublishedConfigMap {
+                name: name.clone(),
+                pool: pool.spec.name.clone(),
+                created: created.unwrap_or_default(),
+            });
+        }
+
+        // Plan.
+        let nodes = self.view.refresh(&self.nodes, &mut self.pending);
+        let created_of = |name: &str| {
+            published
+                .iter()
+                .find(|c| c.name == name)
+                .map(|c| c.created.clone())
+                .filter(|c| !c.is_empty())
+        };
+        let targets: Vec<PoolTarget<'_>> = desired
+            .rendered
+            .pools
+            .iter()
+            .map(|p| PoolTarget {
+                spec: &p.spec,
+                target: ConfigRef::configmap(ns, &p.configmap_name),
+                target_created: created_of(&p.configmap_name),
+            })
+            .collect();
+        let all_published = desired
+            .rendered
+            .pools
+            .iter()
+            .all(|p| published.iter().any(|c| c.name == p.configmap_name));
+        let plan = plan_rollout(ns, &targets, nodes);
+        let node_count = nodes.len();
+        self.log_overlaps(&plan.overlaps);
+        self.log_phases(&plan.pools);
+        self.metrics.set_pools(&plan.pools, plan.overlaps.len());
+        tracing::debug!(
+            nodes = node_count,
+            actions = plan.actions.len(),
+            planned_in = ?started.elapsed(),
+            "planned"
+        );
+
+        // Writes stopped while publishing (leadership lost, shutting down): plan only.
+        outcome.wrote = outcome.wrote && may_write();
+        if !outcome.wrote || !all_published {
+            outcome.plan = plan;
+            return Ok(outcome);
+        }
+
+        // Apply: node writes.
+        let (written, failures) = self.apply_actions(&plan.actions, may_write).await;
+        outcome.node_writes = written;
+        let failed = failures.len();
+        if let Some((node, source)) = failures.into_iter().next() {
+            let total = plan.actions.len();
+            outcome.plan = plan;
+            return Err(ReconcileError::NodeWrites {
+                failed,
+                total,
+                node,
+                source,
+            });
+        }
+
+        // Garbage collection, against the nodes as they are now (with this round's writes).
+        let nodes = if written > 0 {
+            self.view.refresh(&self.nodes, &mut self.pending)
+        } else {
+            self.view.current()
+        };
+        let target_refs: Vec<ConfigRef> = targets.iter().map(|t| t.target.clone()).collect();
+        let doomed = plan_gc(
+            desired.rendered.settings.keep_configmaps,
+            &published,
+            nodes,
+            &target_refs,
+            ns,
+        );
+        for name in doomed {
+            if !may_write() {
+                break;
+            }
+            let call = Call {
+                verb: "delete",
+                resource: "configmaps",
+                name: &name,
+            };
+            let result = retrying(call, &self.retry, &self.metrics, || async {
+                publish::delete_if_present(&cm_api, ns, &name)
+                    .await
+                    .map_err(into_kube)
+            })
+            .await;
+            match result {
+                Ok(existed) => {
+                    if existed {
+                        self.metrics.configmap_deleted();
+                        tracing::info!(configmap = %name, "garbage-collected ConfigMap");
+                        outcome.deleted.push(name.clone());
+                    }
+                    self.pending.configmap_deleted(&name);
+                }
+                // Not fatal: the next round tries again.
+                Err(e) => tracing::warn!(
+                    configmap = %name,
+                    error = %crate::controller::error_chain(&e),
+                    "garbage collection failed; will retry"
+                ),
+            }
+        }
+        outcome.plan = plan;
+        Ok(outcome)
+    }
+
+    /// Sends every action (a few at a time). Returns how many went through and the
+    /// failures (node, error).
+    async fn apply_actions(
+        &mut self,
+        actions: &[NodeAction],
+        may_write: &(dyn Fn() -> bool + Sync),
+    ) -> (usize, Vec<(String, kube::Error)>) {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_string()),
+            ..PatchParams::default()
+        };
+        let retry = self.retry;
+        let metrics = self.metrics.clone();
+        // The futures are built first: a closure inside the stream adapter would make the
+        // whole loop's future fail to be `Send` (rust-lang/rust#102211).
+        let sends: Vec<_> = actions
+            .iter()
+            .enumerate()
+            .map(|(i, action)| {
+                let (api, params, metrics) = (api.clone(), params.clone(), metrics.clone());
+                let value = action.patch();
+                let node = action.node.clone();
+                async move {
+                    if !may_write() {
+                        return (i, None);
+                    }
+                    let patch = Patch::Merge(&value);
+                    let call = Call {
+                        verb: "patch",
+                        resource: "nodes",
+                        name: &node,
+                    };
+                    let r = retrying(call, &retry, &metrics, || {
+                        api.patch_metadata(&node, &params, &patch)
+                    })
+                    .await;
+                    (i, Some(r.map(|_| ())))
+                }
+            })
+            .collect();
+        let results: Vec<(usize, Option<Result<(), kube::Error>>)> = futures::stream::iter(sends)
+            .buffer_unordered(self.concurrency)
+            .collect()
+            .await;
+        let mut written = 0;
+        let mut failures = Vec::new();
+        for (i, result) in results {
+            let action = &actions[i];
+            match result {
+                None => {}
+                Some(Ok(())) => {
+                    written += 1;
+                    self.metrics.node_written();
+                    self.pending.node_patched(&action.node, &action.patch());
+                    tracing::info!(
+                        node = %action.node,
+                        pool = action.pool.as_deref().unwrap_or(""),
+                        change = %describe(action),
+                        reason = %action.reason,
+                        "node assigned"
+                    );
+                }
+                Some(Err(e)) => {
+                    tracing::warn!(
+                        node = %action.node,
+                        error = %crate::controller::error_chain(&e),
+                        "node write failed"
+                    );
+                    failures.push((action.node.clone(), e));
+                }
+            }
+        }
+        (written, failures)
+    }
+
+    /// Logs each pool's phase when it changes: a halt as an error naming the failed
+    /// nodes and the agents' messages, completion as info.
+    fn log_phases(&mut self, reports: &[PoolReport]) {
+        let mut now = BTreeMap::new();
+        for r in reports {
+            let key = (r.phase, r.target.clone());
+            if self.phases.get(&r.pool) != Some(&key) {
+                match r.phase {
+                    PoolPhase::Halted => {
+                        for f in &r.failed {
+                            tracing::error!(
+                                pool = %r.pool,
+                                target = %r.target,
+                                node = %f.node,
+                                state = %f.state,
+                                message = f.message.as_deref().unwrap_or(""),
+                                "rollout halted: a node failed on the pool's config; nothing more is assigned until a new commit changes it"
+                            );
+                        }
+                    }
+                    PoolPhase::Complete => tracing::info!(
+                        pool = %r.pool,
+                        target = %r.target,
+                        nodes = r.nodes,
+                        "rollout complete"
+                    ),
+                    PoolPhase::Paused => {
+                        tracing::info!(pool = %r.pool, target = %r.target, "rollout paused")
+                    }
+                    PoolPhase::Progressing | PoolPhase::Empty => tracing::debug!(
+                        pool = %r.pool,
+                        target = %r.target,
+                        phase = %r.phase,
+                        "rollout phase"
+                    ),
+                }
+            }
+            now.insert(r.pool.clone(), key);
+        }
+        self.phases = now;
+    }
+
+    fn log_overlaps(&mut self, overlaps: &[Overlap]) {
+        let now: HashSet<String> = overlaps.iter().map(ToString::to_string).collect();
+        for o in overlaps {
+            let msg = o.to_string();
+            if !self.logged_overlaps.contains(&msg) {
+                tracing::error!(
+                    node = %o.node,
+                    pool = %o.first.0,
+                    other_pool = %o.second.0,
+                    priority = o.priority,
+                    "{msg}; the node is left as it is"
+                );
+            }
+        }
+        self.logged_overlaps = now;
+    }
+}
+
+/// `desired-config=<ref>` or `unassigned`, for logs.
+fn describe(action: &NodeAction) -> String {
+    match &action.change {
+        crate::rollout::NodeChange::Assign { desired, .. } => desired.to_string(),
+        crate::rollout::NodeChange::Unassign => "local (unassigned)".to_string(),
+    }
+}
+
+/// The API error under a publish error, for the retry loop to classify.
+fn into_kube(e: PublishError) -> kube::Error {
+    match e {
+        PublishError::NamespaceMissing { source, .. }
+        | PublishError::Create { source, .. }
+        | PublishError::Delete { source, .. } => source,
+    }
+}

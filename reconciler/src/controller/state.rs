@@ -1,0 +1,150 @@
+//! [`SyncState`]: what the reconciler has fetched, applied and rejected, for `/readyz`,
+//! logs, and the commit-status reporter to read.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::model::Overlap;
+use crate::render::RepoError;
+use crate::rollout::PoolReport;
+
+/// This replica's part in leader election.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// No leader election: this replica writes.
+    #[default]
+    Standalone,
+    /// Holds the lease: writes.
+    Leader,
+    /// Another replica holds the lease: reads only.
+    Follower,
+}
+
+impl Role {
+    /// Whether this replica may write.
+    pub fn writes(self) -> bool {
+        matches!(self, Role::Standalone | Role::Leader)
+    }
+}
+
+/// A commit whose pools were all published and whose rollout is under way (or done).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AppliedCommit {
+    /// The full commit id.
+    pub commit: String,
+    /// Where its ConfigMaps are.
+    pub namespace: String,
+    /// Pool name to ConfigMap name.
+    pub configmaps: BTreeMap<String, String>,
+}
+
+/// The newest fetched commit, when it does not render or validate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RejectedCommit {
+    /// The full commit id.
+    pub commit: String,
+    /// Every problem, `file:line:col: field: message`.
+    pub errors: Vec<RepoError>,
+}
+
+/// Everything the controller knows about its progress. Published on a
+/// `tokio::sync::watch` channel ([`crate::controller::RunningController::sync_state`]):
+/// readers get every change, and nothing in it changes unless something happened.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SyncState {
+    /// This replica's role.
+    pub role: Role,
+    /// Leader: a reconcile has succeeded. Follower: it can read the Lease.
+    pub ready: bool,
+    /// The newest commit fetched from the branch.
+    pub fetched: Option<String>,
+    /// The commit being rolled out (the last one that validated and was published).
+    pub applied: Option<AppliedCommit>,
+    /// The newest commit, when it failed to render or validate; cleared by a commit that
+    /// validates. While set, `applied` is older than `fetched`.
+    pub rejected: Option<RejectedCommit>,
+    /// Why the last fetch failed, while the remote is unreachable.
+    pub unreachable: Option<String>,
+    /// Why the last reconcile failed, until one succeeds.
+    pub last_error: Option<String>,
+    /// Where every pool of the applied commit stands, from the last reconcile.
+    pub pools: Vec<PoolReport>,
+    /// Nodes two pools of the same priority select.
+    pub overlaps: Vec<Overlap>,
+}
+
+/// The JSON `/readyz` answers with.
+#[derive(Debug, Serialize)]
+pub struct ReadyDetail<'a> {
+    pub ready: bool,
+    pub role: Role,
+    pub fetched: Option<&'a str>,
+    pub applied: Option<&'a AppliedCommit>,
+    pub rejected: Option<RejectedDetail<'a>>,
+    pub unreachable: Option<&'a str>,
+    pub last_error: Option<&'a str>,
+    pub overlaps: Vec<String>,
+    pub pools: Vec<PoolDetail<'a>>,
+}
+
+/// A rejected commit in `/readyz`.
+#[derive(Debug, Serialize)]
+pub struct RejectedDetail<'a> {
+    pub commit: &'a str,
+    pub errors: Vec<String>,
+}
+
+/// A pool in `/readyz`.
+#[derive(Debug, Serialize)]
+pub struct PoolDetail<'a> {
+    pub pool: &'a str,
+    pub target: String,
+    pub phase: &'static str,
+    pub nodes: usize,
+    pub done: usize,
+    pub in_progress: usize,
+    pub waiting: usize,
+    pub failed: Vec<String>,
+}
+
+impl SyncState {
+    /// The `/readyz` body.
+    pub fn detail(&self) -> ReadyDetail<'_> {
+        ReadyDetail {
+            ready: self.ready,
+            role: self.role,
+            fetched: self.fetched.as_deref(),
+            applied: self.applied.as_ref(),
+            rejected: self.rejected.as_ref().map(|r| RejectedDetail {
+                commit: &r.commit,
+                errors: r.errors.iter().map(ToString::to_string).collect(),
+            }),
+            unreachable: self.unreachable.as_deref(),
+            last_error: self.last_error.as_deref(),
+            overlaps: self.overlaps.iter().map(ToString::to_string).collect(),
+            pools: self
+                .pools
+                .iter()
+                .map(|p| PoolDetail {
+                    pool: &p.pool,
+                    target: p.target.to_string(),
+                    phase: p.phase.as_str(),
+                    nodes: p.nodes,
+                    done: p.done,
+                    in_progress: p.in_progress,
+                    waiting: p.waiting,
+                    failed: p
+                        .failed
+                        .iter()
+                        .map(|f| match &f.message {
+                            Some(m) => format!("{}: {}: {m}", f.node, f.state),
+                            None => format!("{}: {}", f.node, f.state),
+                        })
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+}

@@ -1,0 +1,482 @@
+//! The reconciler's Prometheus metrics: one [`Registry`] with the prefix
+//! `kubelet_gitops_`, served as text on the admin port's `/metrics`.
+//!
+//! | metric | type | labels | meaning |
+//! | --- | --- | --- | --- |
+//! | `kubelet_gitops_pool_nodes` | gauge | `pool`, `state` | nodes of a pool by rollout state on the pool's target: `done`, `in_progress`, `waiting`, `failed` |
+//! | `kubelet_gitops_pool_nodes_desired` | gauge | `pool` | nodes whose desired-config names the pool's target |
+//! | `kubelet_gitops_pool_nodes_current` | gauge | `pool` | nodes that run the pool's target (Done on it) |
+//! | `kubelet_gitops_pool_phase` | gauge | `pool`, `phase` | 1 for the pool's phase (`Empty`, `Progressing`, `Complete`, `Halted`, `Paused`) |
+//! | `kubelet_gitops_overlapping_nodes` | gauge | | nodes two pools of the same priority select (none is written) |
+//! | `kubelet_gitops_git_polls_total` | counter | `result` | polls of the branch: `new_commit`, `unchanged`, `error_retryable`, `error_fatal` |
+//! | `kubelet_gitops_git_poll_duration_seconds` | histogram | | how long one fetch took |
+//! | `kubelet_gitops_repo_valid` | gauge | | 1 when the newest fetched commit renders and validates, 0 when it does not |
+//! | `kubelet_gitops_repo_errors` | gauge | | problems found in the newest fetched commit |
+//! | `kubelet_gitops_reconcile_duration_seconds` | histogram | | one reconcile: publish, plan, node writes, GC |
+//! | `kubelet_gitops_reconciles_total` | counter | `result` | reconciles by outcome: `ok`, `error`, `skipped` (follower) |
+//! | `kubelet_gitops_api_errors_total` | counter | `verb`, `resource`, `code` | failed Kubernetes API requests (`code` 0: no HTTP answer) |
+//! | `kubelet_gitops_node_writes_total` | counter | | node annotation patches sent and accepted |
+//! | `kubelet_gitops_configmaps_created_total` | counter | | ConfigMaps created |
+//! | `kubelet_gitops_configmaps_deleted_total` | counter | | ConfigMaps garbage-collected |
+//! | `kubelet_gitops_leader` | gauge | | 1 while this replica holds the lease (always 1 without `--leader-elect`) |
+//!
+//! Pool series are replaced as a whole each reconcile: a pool removed from the repository
+//! stops being exported.
+
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use prometheus_client::encoding::{EncodeLabelSet, text};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::git::PollRecord;
+use crate::rollout::{PoolPhase, PoolReport};
+
+/// The prefix of every metric name.
+pub const PREFIX: &str = "kubelet_gitops";
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PoolLabels {
+    pool: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PoolStateLabels {
+    pool: String,
+    state: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PoolPhaseLabels {
+    pool: String,
+    phase: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    result: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ApiErrorLabels {
+    verb: &'static str,
+    resource: &'static str,
+    code: u16,
+}
+
+/// The outcome of one reconcile, for `reconciles_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReconcileResult {
+    Ok,
+    Error,
+    /// Not the leader: nothing was written.
+    Skipped,
+}
+
+impl ReconcileResult {
+    fn as_str(self) -> &'static str {
+        match self {
+            ReconcileResult::Ok => "ok",
+            ReconcileResult::Error => "error",
+            ReconcileResult::Skipped => "skipped",
+        }
+    }
+}
+
+const POOL_STATES: [&str; 4] = ["done", "in_progress", "waiting", "failed"];
+const PHASES: [PoolPhase; 5] = [
+    PoolPhase::Empty,
+    PoolPhase::Progressing,
+    PoolPhase::Complete,
+    PoolPhase::Halted,
+    PoolPhase::Paused,
+];
+
+/// Every metric of the reconciler, and the registry that exports them.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    pool_nodes: Family<PoolStateLabels, Gauge>,
+    pool_desired: Family<PoolLabels, Gauge>,
+    pool_current: Family<PoolLabels, Gauge>,
+    pool_phase: Family<PoolPhaseLabels, Gauge>,
+    overlapping_nodes: Gauge,
+    git_polls: Family<ResultLabels, Counter>,
+    git_poll_duration: Histogram,
+    repo_valid: Gauge,
+    repo_errors: Gauge,
+    reconcile_duration: Histogram,
+    reconciles: Family<ResultLabels, Counter>,
+    api_errors: Family<ApiErrorLabels, Counter>,
+    node_writes: Counter,
+    configmaps_created: Counter,
+    configmaps_deleted: Counter,
+    leader: Gauge,
+    /// Pools exported by the last [`Metrics::set_pools`], to retire removed ones.
+    exported_pools: Mutex<BTreeSet<String>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// A fresh registry with every metric registered.
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix(PREFIX);
+        let pool_nodes = Family::<PoolStateLabels, Gauge>::default();
+        registry.register(
+            "pool_nodes",
+            "Nodes of a pool by rollout state on the pool's target config",
+            pool_nodes.clone(),
+        );
+        let pool_desired = Family::<PoolLabels, Gauge>::default();
+        registry.register(
+            "pool_nodes_desired",
+            "Nodes whose desired-config names the pool's target config",
+            pool_desired.clone(),
+        );
+        let pool_current = Family::<PoolLabels, Gauge>::default();
+        registry.register(
+            "pool_nodes_current",
+            "Nodes that run the pool's target config",
+            pool_current.clone(),
+        );
+        let pool_phase = Family::<PoolPhaseLabels, Gauge>::default();
+        registry.register(
+            "pool_phase",
+            "1 for the phase the pool's rollout is in",
+            pool_phase.clone(),
+        );
+        let overlapping_nodes = Gauge::default();
+        registry.register(
+            "overlapping_nodes",
+            "Nodes selected by two pools of the same priority (left untouched)",
+            overlapping_nodes.clone(),
+        );
+        let git_polls = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "git_polls",
+            "Polls of the config branch by result",
+            git_polls.clone(),
+        );
+        let git_poll_duration = Histogram::new(exponential_buckets(0.005, 2.0, 14));
+        registry.register_with_unit(
+            "git_poll_duration",
+            "Time one fetch of the config branch took",
+            Unit::Seconds,
+            git_poll_duration.clone(),
+        );
+        let repo_valid = Gauge::default();
+        registry.register(
+            "repo_valid",
+            "1 when the newest fetched commit renders and validates, 0 when it does not",
+            repo_valid.clone(),
+        );
+        let repo_errors = Gauge::default();
+        registry.register(
+            "repo_errors",
+            "Problems found in the newest fetched commit",
+            repo_errors.clone(),
+        );
+        let reconcile_duration = Histogram::new(exponential_buckets(0.001, 2.0, 16));
+        registry.register_with_unit(
+            "reconcile_duration",
+            "Time one reconcile (publish, plan, node writes, garbage collection) took",
+            Unit::Seconds,
+            reconcile_duration.clone(),
+        );
+        let reconciles = Family::<ResultLabels, Counter>::default();
+        registry.register("reconciles", "Reconciles by result", reconciles.clone());
+        let api_errors = Family::<ApiErrorLabels, Counter>::default();
+        registry.register(
+            "api_errors",
+            "Failed Kubernetes API requests by verb, resource and HTTP code (0: no answer)",
+            api_errors.clone(),
+        );
+        let node_writes = Counter::default();
+        registry.register(
+            "node_writes",
+            "Node annotation patches accepted by the API server",
+            node_writes.clone(),
+        );
+        let configmaps_created = Counter::default();
+        registry.register(
+            "configmaps_created",
+            "ConfigMaps created",
+            configmaps_created.clone(),
+        );
+        let configmaps_deleted = Counter::default();
+        registry.register(
+            "configmaps_deleted",
+            "ConfigMaps deleted by garbage collection",
+            configmaps_deleted.clone(),
+        );
+        let leader = Gauge::default();
+        registry.register(
+            "leader",
+            "1 while this replica holds the leader lease (always 1 without leader election)",
+            leader.clone(),
+        );
+        Metrics {
+            registry,
+            pool_nodes,
+            pool_desired,
+            pool_current,
+            pool_phase,
+            overlapping_nodes,
+            git_polls,
+            git_poll_duration,
+            repo_valid,
+            repo_errors,
+            reconcile_duration,
+            reconciles,
+            api_errors,
+            node_writes,
+            configmaps_created,
+            configmaps_deleted,
+            leader,
+            exported_pools: Mutex::new(BTreeSet::new()),
+        }
+    }
+
+    /// The metrics in the Prometheus text exposition format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = text::encode(&mut out, &self.registry);
+        out
+    }
+
+    /// Records one poll of the branch: its result and how long its fetch took.
+    pub fn git_poll(&self, record: &PollRecord) {
+        self.git_polls
+            .get_or_create(&ResultLabels {
+                result: record.result.as_str(),
+            })
+            .inc();
+        self.git_poll_duration.observe(record.latency.as_secs_f64());
+    }
+
+    /// Records whether the newest fetched commit validates, and how many problems it has.
+    pub fn repo_validity(&self, errors: usize) {
+        self.repo_valid.set(i64::from(errors == 0));
+        self.repo_errors
+            .set(i64::try_from(errors).unwrap_or(i64::MAX));
+    }
+
+    /// Starts timing a reconcile; the time is recorded when the guard drops, with the
+    /// result set on it (default [`ReconcileResult::Error`], so an early return counts as
+    /// a failure).
+    pub fn reconcile_timer(&self) -> ReconcileTimer<'_> {
+        ReconcileTimer {
+            metrics: self,
+            start: Instant::now(),
+            result: ReconcileResult::Error,
+        }
+    }
+
+    /// Counts a failed API request.
+    pub fn api_error(&self, verb: &'static str, resource: &'static str, code: u16) {
+        self.api_errors
+            .get_or_create(&ApiErrorLabels {
+                verb,
+                resource,
+                code,
+            })
+            .inc();
+    }
+
+    /// Counts an accepted node patch.
+    pub fn node_written(&self) {
+        self.node_writes.inc();
+    }
+
+    /// Counts a created ConfigMap.
+    pub fn configmap_created(&self) {
+        self.configmaps_created.inc();
+    }
+
+    /// Counts a deleted ConfigMap.
+    pub fn configmap_deleted(&self) {
+        self.configmaps_deleted.inc();
+    }
+
+    /// Sets whether this replica leads.
+    pub fn set_leader(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
+    }
+
+    /// Replaces every pool series with `reports`, and the overlap count.
+    pub fn set_pools(&self, reports: &[PoolReport], overlapping_nodes: usize) {
+        let mut exported = self
+            .exported_pools
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let now: BTreeSet<String> = reports.iter().map(|r| r.pool.clone()).collect();
+        for gone in exported.difference(&now) {
+            self.remove_pool(gone);
+        }
+        for r in reports {
+            let desired = r.in_progress + r.done + r.failed.len();
+            let counts = [r.done, r.in_progress, r.waiting, r.failed.len()];
+            for (state, n) in POOL_STATES.into_iter().zip(counts) {
+                self.pool_nodes
+                    .get_or_create(&PoolStateLabels {
+                        pool: r.pool.clone(),
+                        state,
+                    })
+                    .set(count(n));
+            }
+            let pool = PoolLabels {
+                pool: r.pool.clone(),
+            };
+            self.pool_desired.get_or_create(&pool).set(count(desired));
+            self.pool_current.get_or_create(&pool).set(count(r.done));
+            for phase in PHASES {
+                self.pool_phase
+                    .get_or_create(&PoolPhaseLabels {
+                        pool: r.pool.clone(),
+                        phase: phase.as_str(),
+                    })
+                    .set(i64::from(phase == r.phase));
+            }
+        }
+        self.overlapping_nodes.set(count(overlapping_nodes));
+        *exported = now;
+    }
+
+    fn remove_pool(&self, pool: &str) {
+        for state in POOL_STATES {
+            self.pool_nodes.remove(&PoolStateLabels {
+                pool: pool.to_string(),
+                state,
+            });
+        }
+        let labels = PoolLabels {
+            pool: pool.to_string(),
+        };
+        self.pool_desired.remove(&labels);
+        self.pool_current.remove(&labels);
+        for phase in PHASES {
+            self.pool_phase.remove(&PoolPhaseLabels {
+                pool: pool.to_string(),
+                phase: phase.as_str(),
+            });
+        }
+    }
+}
+
+fn count(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// Times one reconcile (controller-rs's drop guard): records the duration and the result
+/// when dropped.
+#[derive(Debug)]
+pub struct ReconcileTimer<'a> {
+    metrics: &'a Metrics,
+    start: Instant,
+    result: ReconcileResult,
+}
+
+impl ReconcileTimer<'_> {
+    /// Sets the result recorded on drop.
+    pub fn set_result(&mut self, result: ReconcileResult) {
+        self.result = result;
+    }
+}
+
+impl Drop for ReconcileTimer<'_> {
+    fn drop(&mut self) {
+        self.metrics
+            .reconcile_duration
+            .observe(self.start.elapsed().as_secs_f64());
+        self.metrics
+            .reconciles
+            .get_or_create(&ResultLabels {
+                result: self.result.as_str(),
+            })
+            .inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kubelet_gitops_core::protocol::ConfigRef;
+    use std::time::Duration;
+
+    fn report(pool: &str, done: usize, waiting: usize, phase: PoolPhase) -> PoolReport {
+        PoolReport {
+            pool: pool.into(),
+            target: ConfigRef::configmap("kubelet-gitops", format!("kubelet-{pool}-abc")),
+            nodes: done + waiting,
+            done,
+            in_progress: 0,
+            waiting,
+            failed: Vec::new(),
+            busy: 0,
+            phase,
+            canary: Vec::new(),
+            max_unavailable: 1,
+        }
+    }
+
+    #[test]
+    fn exports_prefixed_series_and_retires_removed_pools() {
+        let m = Metrics::new();
+        m.set_pools(
+            &[
+                report("gpu", 2, 1, PoolPhase::Progressing),
+                report("cpu", 3, 0, PoolPhase::Complete),
+            ],
+            1,
+        );
+        m.git_poll(&PollRecord {
+            latency: Duration::from_millis(3),
+            result: crate::git::PollResult::Unchanged,
+            received_bytes: 0,
+        });
+        m.api_error("patch", "nodes", 500);
+        {
+            let mut t = m.reconcile_timer();
+            t.set_result(ReconcileResult::Ok);
+        }
+        let _failed = m.reconcile_timer();
+        drop(_failed);
+        let text = m.encode();
+        assert!(
+            text.contains("kubelet_gitops_pool_nodes{pool=\"gpu\",state=\"done\"} 2"),
+            "{text}"
+        );
+        assert!(text.contains("kubelet_gitops_pool_nodes_current{pool=\"cpu\"} 3"));
+        assert!(text.contains("kubelet_gitops_pool_nodes_desired{pool=\"gpu\"} 2"));
+        assert!(text.contains("kubelet_gitops_pool_phase{pool=\"cpu\",phase=\"Complete\"} 1"));
+        assert!(text.contains("kubelet_gitops_pool_phase{pool=\"cpu\",phase=\"Halted\"} 0"));
+        assert!(text.contains("kubelet_gitops_overlapping_nodes 1"));
+        assert!(text.contains("kubelet_gitops_git_polls_total{result=\"unchanged\"} 1"));
+        assert!(text.contains("kubelet_gitops_git_poll_duration_seconds_count 1"));
+        assert!(
+            text.contains(
+                "kubelet_gitops_api_errors_total{verb=\"patch\",resource=\"nodes\",code=\"500\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("kubelet_gitops_reconciles_total{result=\"ok\"} 1"));
+        assert!(text.contains("kubelet_gitops_reconciles_total{result=\"error\"} 1"));
+        assert!(text.contains("kubelet_gitops_reconcile_duration_seconds_count 2"));
+
+        m.set_pools(&[report("cpu", 3, 0, PoolPhase::Complete)], 0);
+        let text = m.encode();
+        assert!(!text.contains("pool=\"gpu\""), "{text}");
+        assert!(text.contains("pool=\"cpu\""));
+    }
+}

@@ -1,0 +1,647 @@
+//! Helpers for the reconciler's tests against the simulated cluster: a real git config
+//! repository in a temp dir, a sim without kubelets, a test double that plays the node
+//! agent's side of the protocol, and readers of the sim's request log.
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use kube::api::{Api, PartialObjectMeta, Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kubelet_gitops_core::protocol::{
+    CURRENT_CONFIG, ConfigRef, DESIRED_CONFIG, LOCAL, MESSAGE, OBSERVED_CONFIG, STATE,
+};
+use kubelet_gitops_sim::cluster::{Sim, SimConfig};
+use kubelet_gitops_sim::inventory::Inventory;
+use kubelet_gitops_sim::reqlog::LogEntry;
+use kubelet_gitops_sim::resources::kinds;
+use kubelet_gitops_sim::store::{ListOptions, WriteOptions};
+use reconciler::controller::{KubeSource, RunConfig, RunningController, SyncState};
+use reconciler::git::{GitAuth, GitConfig};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// The namespace the test repositories publish in.
+pub const NS: &str = "kubelet-gitops";
+/// The label the sim's generated inventory puts pools in.
+pub const POOL_LABEL: &str = "node.kubernetes.io/pool";
+/// User-Agent prefix of the agent double's writes: `.../applying` and `.../outcome`.
+pub const AGENT_UA: &str = "agent-double";
+
+/// A git repository with a work tree, committed to with libgit2.
+pub struct ConfigRepo {
+    pub path: PathBuf,
+    repo: git2::Repository,
+}
+
+impl ConfigRepo {
+    /// An empty repository at `path` whose branch is `main`.
+    pub fn init(path: &Path) -> ConfigRepo {
+        std::fs::create_dir_all(path).unwrap();
+        let mut opts = git2::RepositoryInitOptions::new();
+        opts.initial_head("main");
+        let repo = git2::Repository::init_opts(path, &opts).unwrap();
+        ConfigRepo {
+            path: path.to_path_buf(),
+            repo,
+        }
+    }
+
+    /// `file://` URL of the repository.
+    pub fn url(&self) -> String {
+        format!("file://{}", self.path.display())
+    }
+
+    /// Writes `content` to `rel` in the work tree.
+    pub fn write(&self, rel: &str, content: &str) -> &Self {
+        let p = self.path.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+        self
+    }
+
+    /// Removes `rel` from the work tree.
+    pub fn remove(&self, rel: &str) -> &Self {
+        std::fs::remove_file(self.path.join(rel)).unwrap();
+        self
+    }
+
+    /// Commits the whole work tree on `main`; returns the commit id.
+    pub fn commit(&self, message: &str) -> String {
+        let mut index = self.repo.index().unwrap();
+        index
+            .add_all(["*"], git2::IndexAddOption::DEFAULT, None)
+            .unwrap();
+        index.update_all(["*"], None).unwrap();
+        index.write().unwrap();
+        let tree_id = index.write_tree().unwrap();
+        let tree = self.repo.find_tree(tree_id).unwrap();
+        let sig = git2::Signature::now("Test", "test@example.com").unwrap();
+        let parent = self.repo.head().ok().and_then(|h| h.peel_to_commit().ok());
+        let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
+        self.repo
+            .commit(Some("HEAD"), &sig, &sig, message, &tree, &parents)
+            .unwrap()
+            .to_string()
+    }
+}
+
+/// A pool file selecting `node.kubernetes.io/pool=<selects>`.
+pub fn pool_yaml(name: &str, selects: &str, rollout: &str, kubelet: &str) -> String {
+    format!(
+        "apiVersion: kubelet-gitops.io/v1alpha1\nkind: NodePool\nmetadata:\n  name: {name}\nspec:\n  nodeSelector:\n    matchLabels: {{{POOL_LABEL}: {selects}}}\n  rollout: {{{rollout}}}\n  kubelet:\n{kubelet}"
+    )
+}
+
+/// The settings file: ConfigMaps in [`NS`].
+pub fn settings_yaml() -> String {
+    format!(
+        "apiVersion: kubelet-gitops.io/v1alpha1\nkind: RepoSettings\nspec:\n  namespace: {NS}\n  keepConfigMaps: 3\n"
+    )
+}
+
+/// A simulated cluster without kubelets, a config repository, and the agent double.
+pub struct Harness {
+    pub dir: tempfile::TempDir,
+    pub sim: Sim,
+    pub repo: ConfigRepo,
+    agent: Option<AgentDouble>,
+}
+
+impl Harness {
+    /// Starts a sim of `inventory` (no kubelets) with namespace [`NS`].
+    pub async fn start(inventory: Inventory) -> Harness {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = SimConfig::new(inventory, dir.path().join("sim"));
+        config.kubelets = false;
+        let sim = Sim::start(config).await.expect("sim starts");
+        let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}});
+        sim.store()
+            .create(kinds::namespaces(), None, ns, &WriteOptions::default())
+            .expect("namespace");
+        let repo = ConfigRepo::init(&dir.path().join("repo"));
+        Harness {
+            dir,
+            sim,
+            repo,
+            agent: None,
+        }
+    }
+
+    /// Starts the agent double (see [`AgentDouble`]).
+    pub async fn start_agent(&mut self, options: AgentOptions) {
+        self.agent = Some(AgentDouble::start(&self.sim, options).await);
+    }
+
+    /// A run configuration for replica `identity` against this sim and repository.
+    pub fn run_config(&self, identity: &str) -> RunConfig {
+        let git = GitConfig {
+            url: self.repo.url(),
+            branch: "main".into(),
+            auth: GitAuth::None,
+            cache_dir: self.dir.path().join(format!("cache-{identity}")),
+            extra_refspecs: Vec::new(),
+        };
+        let mut c = RunConfig::new(
+            git,
+            KubeSource::Kubeconfig(self.sim.kubeconfig_path().to_path_buf()),
+            identity,
+        );
+        c.interval = Duration::from_millis(300);
+        c.admin_addr = Some("127.0.0.1:0".parse().unwrap());
+        c.min_reconcile_interval = Duration::from_millis(50);
+        c.failure_backoff = (Duration::from_millis(100), Duration::from_secs(2));
+        c
+    }
+
+    /// Starts a reconciler.
+    pub async fn reconciler(&self, config: RunConfig) -> RunningController {
+        reconciler::controller::start(config)
+            .await
+            .expect("reconciler starts")
+    }
+
+    /// Every Node, as stored (no request is logged).
+    pub fn nodes(&self) -> Vec<Value> {
+        self.sim
+            .store()
+            .list(kinds::nodes(), None, &ListOptions::default())
+            .unwrap()
+            .items
+    }
+
+    /// Every ConfigMap in [`NS`], as stored.
+    pub fn configmaps(&self) -> Vec<Value> {
+        self.sim
+            .store()
+            .list(kinds::configmaps(), Some(NS), &ListOptions::default())
+            .unwrap()
+            .items
+    }
+
+    /// Waits until `done` holds for the Nodes (a safety net of `limit`; not a speed
+    /// assertion: it fails only when the rollout is stuck).
+    pub async fn wait_nodes(&self, what: &str, limit: Duration, done: impl Fn(&[Value]) -> bool) {
+        let start = Instant::now();
+        loop {
+            let nodes = self.nodes();
+            if done(&nodes) {
+                return;
+            }
+            if start.elapsed() > limit {
+                panic!(
+                    "{what}: not reached in {limit:?}; nodes: {}",
+                    summary(&nodes)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Stops the agent double and the sim.
+    pub async fn shutdown(mut self) {
+        if let Some(a) = self.agent.take() {
+            a.stop().await;
+        }
+        self.sim.shutdown().await;
+    }
+}
+
+/// Waits until the controller's state satisfies `f`.
+pub async fn wait_state(
+    rx: &mut watch::Receiver<SyncState>,
+    what: &str,
+    limit: Duration,
+    f: impl Fn(&SyncState) -> bool,
+) -> SyncState {
+    let r = tokio::time::timeout(limit, async {
+        loop {
+            {
+                let s = rx.borrow_and_update();
+                if f(&s) {
+                    return s.clone();
+                }
+            }
+            if rx.changed().await.is_err() {
+                panic!("{what}: controller stopped");
+            }
+        }
+    })
+    .await;
+    match r {
+        Ok(s) => s,
+        Err(_) => panic!("{what}: not reached in {limit:?}; state: {:?}", rx.borrow()),
+    }
+}
+
+/// A node's annotation.
+pub fn ann<'a>(node: &'a Value, key: &str) -> Option<&'a str> {
+    node["metadata"]["annotations"][key].as_str()
+}
+
+/// A node's name.
+pub fn name(node: &Value) -> &str {
+    node["metadata"]["name"].as_str().unwrap_or_default()
+}
+
+/// A node's pool label.
+pub fn pool_of(node: &Value) -> Option<&str> {
+    node["metadata"]["labels"][POOL_LABEL].as_str()
+}
+
+/// Whether the agent reports Done on what the node is told to run.
+pub fn settled_done(node: &Value) -> bool {
+    let desired = ann(node, DESIRED_CONFIG);
+    desired.is_some()
+        && ann(node, OBSERVED_CONFIG) == desired
+        && ann(node, CURRENT_CONFIG) == desired
+        && ann(node, STATE) == Some("Done")
+}
+
+/// `node: desired/state` lines, for failure messages.
+pub fn summary(nodes: &[Value]) -> String {
+    nodes
+        .iter()
+        .map(|n| {
+            format!(
+                "{}: desired={} observed={} state={}",
+                name(n),
+                ann(n, DESIRED_CONFIG).unwrap_or("-"),
+                ann(n, OBSERVED_CONFIG).unwrap_or("-"),
+                ann(n, STATE).unwrap_or("-")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The ConfigMap name a node is told to run.
+pub fn desired_name(node: &Value) -> Option<String> {
+    ann(node, DESIRED_CONFIG)
+        .and_then(|d| d.parse::<ConfigRef>().ok())
+        .and_then(|r| r.configmap_name().map(str::to_string))
+}
+
+// ---------------------------------------------------------------------------- agent double
+
+/// How the agent double behaves.
+#[derive(Debug, Clone)]
+pub struct AgentOptions {
+    /// Time between reporting Applying and the outcome.
+    pub apply_delay: Duration,
+    /// A config whose rendered text contains this rolls back.
+    pub fail_marker: Option<String>,
+}
+
+impl Default for AgentOptions {
+    fn default() -> Self {
+        AgentOptions {
+            apply_delay: Duration::from_millis(30),
+            fail_marker: None,
+        }
+    }
+}
+
+/// Plays the node agents: for every node whose desired-config changes it reports
+/// observed-config + Applying, then (after `apply_delay`) Done with current-config, or
+/// RolledBack when the ConfigMap holds `fail_marker`; for a node whose desired-config is
+/// removed it reports local. Each node is handled by its own worker, one change at a
+/// time, as the real agent does. Its writes go over HTTP with User-Agent
+/// `agent-double/applying` and `agent-double/outcome`, so the request log tells when
+/// each node started and finished.
+pub struct AgentDouble {
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl AgentDouble {
+    async fn start(sim: &Sim, options: AgentOptions) -> AgentDouble {
+        let applying = client(sim, &format!("{AGENT_UA}/applying")).await;
+        let outcome = client(sim, &format!("{AGENT_UA}/outcome")).await;
+        let stop = CancellationToken::new();
+        let stop2 = stop.clone();
+        let task = tokio::spawn(async move {
+            let api: Api<PartialObjectMeta<Node>> = Api::all(applying.clone());
+            let mut workers: HashMap<String, watch::Sender<Option<String>>> = HashMap::new();
+            let stream = watcher::watcher(api, watcher::Config::default())
+                .default_backoff()
+                .applied_objects();
+            let mut stream = std::pin::pin!(stream);
+            loop {
+                let next = tokio::select! {
+                    () = stop2.cancelled() => break,
+                    n = stream.next() => n,
+                };
+                let Some(Ok(node)) = next else {
+                    if next.is_none() {
+                        break;
+                    }
+                    continue;
+                };
+                let name = node.metadata.name.clone().unwrap_or_default();
+                let desired = node
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(DESIRED_CONFIG).cloned());
+                let tx = workers.entry(name.clone()).or_insert_with(|| {
+                    let (tx, rx) = watch::channel(None);
+                    let ctx = Worker {
+                        node: name.clone(),
+                        applying: applying.clone(),
+                        outcome: outcome.clone(),
+                        options: options.clone(),
+                        stop: stop2.clone(),
+                        observed: node
+                            .metadata
+                            .annotations
+                            .as_ref()
+                            .and_then(|a| a.get(OBSERVED_CONFIG).cloned()),
+                    };
+                    tokio::spawn(ctx.run(rx));
+                    tx
+                });
+                tx.send_if_modified(|v| {
+                    let changed = *v != desired;
+                    *v = desired.clone();
+                    changed
+                });
+            }
+        });
+        AgentDouble { stop, task }
+    }
+
+    async fn stop(self) {
+        self.stop.cancel();
+        let _ = self.task.await;
+    }
+}
+
+struct Worker {
+    node: String,
+    applying: kube::Client,
+    outcome: kube::Client,
+    options: AgentOptions,
+    stop: CancellationToken,
+    /// What the node's observed-config said when the worker started.
+    observed: Option<String>,
+}
+
+impl Worker {
+    async fn run(mut self, mut rx: watch::Receiver<Option<String>>) {
+        loop {
+            let desired = rx.borrow_and_update().clone();
+            let target = desired.clone().unwrap_or_else(|| LOCAL.to_string());
+            // Nothing assigned and nothing to return from, or already handled.
+            let handled = self.observed.as_deref().unwrap_or(LOCAL) == target;
+            if !handled {
+                self.handle(desired.as_deref()).await;
+                self.observed = Some(target);
+            }
+            tokio::select! {
+                () = self.stop.cancelled() => return,
+                r = rx.changed() => if r.is_err() { return },
+            }
+        }
+    }
+
+    async fn handle(&self, desired: Option<&str>) {
+        let Some(d) = desired else {
+            self.patch(
+                &self.outcome,
+                json!({CURRENT_CONFIG: LOCAL, OBSERVED_CONFIG: LOCAL, STATE: "Done", MESSAGE: null}),
+            )
+            .await;
+            return;
+        };
+        self.patch(
+            &self.applying,
+            json!({OBSERVED_CONFIG: d, STATE: "Applying", MESSAGE: null}),
+        )
+        .await;
+        tokio::time::sleep(self.options.apply_delay).await;
+        let bad = match (&self.options.fail_marker, d.parse::<ConfigRef>()) {
+            (Some(marker), Ok(ConfigRef::ConfigMap { namespace, name })) => {
+                let api: Api<ConfigMap> = Api::namespaced(self.outcome.clone(), &namespace);
+                loop {
+                    match api.get(&name).await {
+                        Ok(cm) => {
+                            break cm
+                                .data
+                                .unwrap_or_default()
+                                .get("kubelet")
+                                .is_some_and(|k| k.contains(marker.as_str()));
+                        }
+                        Err(_) if !self.stop.is_cancelled() => {
+                            tokio::time::sleep(Duration::from_millis(20)).await
+                        }
+                        Err(_) => return,
+                    }
+                }
+            }
+            _ => false,
+        };
+        let report = if bad {
+            json!({STATE: "RolledBack", MESSAGE: "kubelet did not become healthy: healthz failed"})
+        } else {
+            json!({STATE: "Done", CURRENT_CONFIG: d, MESSAGE: null})
+        };
+        self.patch(&self.outcome, report).await;
+    }
+
+    /// Merge-patches the node's annotations, retrying until it is accepted.
+    async fn patch(&self, client: &kube::Client, annotations: Value) {
+        let api: Api<Node> = Api::all(client.clone());
+        let patch = json!({"metadata": {"annotations": annotations}});
+        while !self.stop.is_cancelled() {
+            match api
+                .patch_metadata(&self.node, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => return,
+                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        }
+    }
+}
+
+/// A kube client for the sim with User-Agent `ua`.
+pub async fn client(sim: &Sim, ua: &str) -> kube::Client {
+    let kc = kube::config::Kubeconfig::read_from(sim.kubeconfig_path()).unwrap();
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    config.headers.push((
+        axum::http::header::USER_AGENT,
+        axum::http::HeaderValue::from_str(ua).unwrap(),
+    ));
+    kube::Client::try_from(config).unwrap()
+}
+
+// ------------------------------------------------------------------------ request log
+
+/// Who sent a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Writer {
+    /// A reconciler replica (its identity).
+    Reconciler(String),
+    /// The agent double reporting Applying.
+    AgentApplying,
+    /// The agent double reporting an outcome (Done, RolledBack, local).
+    AgentOutcome,
+    Other,
+}
+
+/// Who sent `e`.
+pub fn writer(e: &LogEntry) -> Writer {
+    let ua = e.user_agent.as_deref().unwrap_or_default();
+    if let Some(rest) = ua.strip_prefix("kubelet-gitops/") {
+        let id = rest
+            .split_once(" (")
+            .map(|(_, id)| id.trim_end_matches(')'))
+            .unwrap_or_default();
+        Writer::Reconciler(id.to_string())
+    } else if ua == format!("{AGENT_UA}/applying") {
+        Writer::AgentApplying
+    } else if ua == format!("{AGENT_UA}/outcome") {
+        Writer::AgentOutcome
+    } else {
+        Writer::Other
+    }
+}
+
+/// Whether `e` is an accepted write.
+pub fn accepted_write(e: &LogEntry) -> bool {
+    matches!(e.verb.as_str(), "create" | "update" | "patch" | "delete")
+        && (200..300).contains(&e.status)
+}
+
+/// Accepted writes by reconcilers: (verb, resource) to count.
+pub fn reconciler_writes(entries: &[LogEntry]) -> BTreeMap<(String, String), usize> {
+    let mut out = BTreeMap::new();
+    for e in entries.iter().filter(|e| accepted_write(e)) {
+        if matches!(writer(e), Writer::Reconciler(_)) {
+            *out.entry((e.verb.clone(), e.resource.clone())).or_default() += 1;
+        }
+    }
+    out
+}
+
+/// Accepted node patches by reconcilers, per node.
+pub fn assignments_per_node(entries: &[LogEntry]) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for e in entries
+        .iter()
+        .filter(|e| accepted_write(e) && e.resource == "nodes")
+    {
+        if matches!(writer(e), Writer::Reconciler(_)) {
+            *out.entry(e.name.clone().unwrap_or_default()).or_default() += 1;
+        }
+    }
+    out
+}
+
+/// What [`replay`] found, per pool.
+#[derive(Debug, Default)]
+pub struct Replay {
+    /// The largest number of the pool's nodes in flight at once.
+    pub max_in_flight: BTreeMap<String, usize>,
+    /// The order in which the pool's nodes were assigned (`(node, true)`) and finished
+    /// (`(node, false)`).
+    pub order: BTreeMap<String, Vec<(String, bool)>>,
+}
+
+/// Replays the request log: a node is in flight from a reconciler's accepted patch on it
+/// until the agent double's accepted outcome patch.
+pub fn replay(entries: &[LogEntry], pool_of: &dyn Fn(&str) -> Option<String>) -> Replay {
+    let mut in_flight: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
+    let mut out = Replay::default();
+    for e in entries
+        .iter()
+        .filter(|e| accepted_write(e) && e.resource == "nodes")
+    {
+        let node = e.name.clone().unwrap_or_default();
+        let Some(pool) = pool_of(&node) else { continue };
+        let set = in_flight.entry(pool.clone()).or_default();
+        match writer(e) {
+            Writer::Reconciler(_) => {
+                set.insert(node.clone());
+                out.order
+                    .entry(pool.clone())
+                    .or_default()
+                    .push((node, true));
+            }
+            Writer::AgentOutcome if set.remove(&node) => {
+                out.order
+                    .entry(pool.clone())
+                    .or_default()
+                    .push((node, false));
+            }
+            _ => {}
+        }
+        let m = out.max_in_flight.entry(pool).or_default();
+        *m = (*m).max(set.len());
+    }
+    out
+}
+
+/// Logs to the test's output, filtered by `RUST_LOG` (default: warnings).
+pub fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_test_writer()
+        .try_init();
+}
+
+/// `GET path` on the admin port: (status, body).
+pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    let code = out.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = out
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (code, body)
+}
+
+/// The value of one sample line (`name{labels} value`) in a metrics text.
+pub fn sample(metrics: &str, series: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// Reconciles that succeeded so far, from the controller's metrics.
+pub fn ok_reconciles(r: &RunningController) -> u64 {
+    sample(
+        &r.metrics().encode(),
+        "kubelet_gitops_reconciles_total{result=\"ok\"}",
+    )
+    .unwrap_or(0.0) as u64
+}
+
+/// Waits until `r` has completed `n` more successful reconciles than `since`.
+pub async fn wait_reconciles(r: &RunningController, since: u64, n: u64) {
+    let start = Instant::now();
+    while ok_reconciles(r) < since + n {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "reconciles stopped"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
