@@ -47,6 +47,22 @@ pub fn effective_diff(old: &KubeletConfiguration, new: &KubeletConfiguration) ->
         .into_iter()
         .filter_map(|field| {
             let (o, n) = (old.get(field), new.get(field));
+            // An empty map on one side and keys under it on the other is reported through
+            // those keys (`authentication.x509.clientCAFile: (unset) -> "..."`), not as a
+            // second line `authentication.x509: {} -> (unset)`.
+            let prefix = format!("{field}.");
+            let empty_map =
+                |v: Option<&Value>| v.is_some_and(|v| v == &Value::Object(Default::default()));
+            let has_children = |m: &BTreeMap<String, Value>| {
+                m.range(prefix.clone()..)
+                    .next()
+                    .is_some_and(|(k, _)| k.starts_with(&prefix))
+            };
+            if (empty_map(o) && n.is_none() && has_children(&new))
+                || (empty_map(n) && o.is_none() && has_children(&old))
+            {
+                return None;
+            }
             (o != n).then(|| FieldChange {
                 field: field.clone(),
                 old: o.map(compact),

@@ -438,3 +438,38 @@ fn an_invalid_head_summary_names_the_first_error() {
         "{md}"
     );
 }
+
+#[test]
+fn an_empty_default_map_filled_by_the_config_is_one_line_per_key() {
+    use kubelet_gitops_core::types::KubeletConfiguration;
+    let old = KubeletConfiguration::default();
+    let new: KubeletConfiguration = serde_json::from_value(serde_json::json!({
+        "authentication": {"x509": {"clientCAFile": "/etc/kubernetes/pki/ca.crt"}}
+    }))
+    .unwrap();
+    let lines: Vec<String> = diff::effective_diff(&old, &new)
+        .iter()
+        .map(|c| c.to_string())
+        .filter(|l| l.starts_with("authentication.x509"))
+        .collect();
+    assert_eq!(
+        lines,
+        vec![r#"authentication.x509.clientCAFile: (unset) -> "/etc/kubernetes/pki/ca.crt""#]
+    );
+    // An explicitly empty map where the other side has nothing is still reported.
+    let empty: KubeletConfiguration =
+        serde_json::from_value(serde_json::json!({"evictionHard": {}})).unwrap();
+    let with: KubeletConfiguration =
+        serde_json::from_value(serde_json::json!({"evictionHard": {"memory.available": "1Gi"}}))
+            .unwrap();
+    let lines: Vec<String> = diff::effective_diff(&empty, &with)
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("evictionHard.memory.available")),
+        "{lines:?}"
+    );
+}
