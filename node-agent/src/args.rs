@@ -150,7 +150,8 @@ pub struct Args {
 
     /// The kubelet's configz endpoint (e.g. https://127.0.0.1:10250/configz). Needs
     /// nodes/configz (KubeletFineGrainedAuthz) or nodes/proxy. Without it the agent
-    /// verifies a config by healthz and the Node's Ready condition alone.
+    /// verifies a config by healthz, the config file read back (it must be the one
+    /// written) and the Node's Ready condition.
     #[arg(long, env = "KUBELET_GITOPS_CONFIGZ_URL", value_name = "URL")]
     pub configz_url: Option<String>,
 

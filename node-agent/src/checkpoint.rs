@@ -31,7 +31,9 @@
 //! pub fn sha256_hex(bytes: &[u8]) -> String
 //! pub struct Checkpoint { pub config: ConfigRef, pub uid: String, pub resource_version: String, pub sha256: String }
 //! pub enum ApplyPhase { Checkpointed, Written, Restarted, Verified }
-//! pub struct Assigned { pub checkpoint: Checkpoint, pub phase: ApplyPhase, pub since: u64, pub previous: Option<Checkpoint> }
+//! pub struct Assigned { pub checkpoint: Checkpoint, pub phase: ApplyPhase, pub since: u64, pub previous: Option<Checkpoint>,
+//!                       pub state_files: Option<Vec<String>>, pub ready_pods: Vec<String> }
+//! impl Assigned { pub fn new(checkpoint: Checkpoint, phase: ApplyPhase, since: u64, previous: Option<Checkpoint>) -> Self }
 //! impl CheckpointStore {
 //!     pub fn open(dir: &Path) -> Result<Self, CheckpointError>
 //!     pub fn dir(&self) -> &Path
@@ -219,6 +221,39 @@ pub struct Assigned {
     pub since: u64,
     /// What the kubelet ran before this apply; `None` is the node's local config.
     pub previous: Option<Checkpoint>,
+    /// The kubelet state files (names under its root directory, `cpu_manager_state`,
+    /// `memory_manager_state`) this apply removes before the config is written and again
+    /// right before the kubelet restart. Decided once, before anything on the node
+    /// changes, and kept here so that a resumed apply removes the same files even after
+    /// the config file has been overwritten. `None`: not decided yet (absent in files
+    /// written by older agents).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_files: Option<Vec<String>>,
+    /// The pods on the node (`namespace/name`) that were Ready before the kubelet restart
+    /// of this apply, recorded with phase `Written`: verification waits for them to be
+    /// Ready again, also after an agent restart. Absent (older agents) is empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ready_pods: Vec<String>,
+}
+
+impl Assigned {
+    /// An assignment of `checkpoint` in `phase` since `since`, after `previous`, with
+    /// nothing decided yet about state files and no pods recorded.
+    pub fn new(
+        checkpoint: Checkpoint,
+        phase: ApplyPhase,
+        since: u64,
+        previous: Option<Checkpoint>,
+    ) -> Assigned {
+        Assigned {
+            checkpoint,
+            phase,
+            since,
+            previous,
+            state_files: None,
+            ready_pods: Vec::new(),
+        }
+    }
 }
 
 mod config_ref {
@@ -774,10 +809,14 @@ mod tests {
         let cp = store.save(&cm("kubelet-a-1"), "u", "1", b"a").unwrap();
         let prev = store.save(&cm("kubelet-a-0"), "v", "7", b"b").unwrap();
         let a = Assigned {
-            checkpoint: cp.clone(),
-            phase: ApplyPhase::Written,
-            since: 1_700_000_000,
-            previous: Some(prev.clone()),
+            state_files: Some(vec!["cpu_manager_state".into()]),
+            ready_pods: vec!["default/web-0".into()],
+            ..Assigned::new(
+                cp.clone(),
+                ApplyPhase::Written,
+                1_700_000_000,
+                Some(prev.clone()),
+            )
         };
         store.set_assigned(&a).unwrap();
         assert_eq!(store.assigned().unwrap(), Some(a));
@@ -788,6 +827,42 @@ mod tests {
         store.clear_assigned().unwrap();
         assert_eq!(store.assigned().unwrap(), None);
         assert_eq!(store.last_known_good().unwrap(), None);
+    }
+
+    #[test]
+    fn assigned_from_an_older_agent_reads_with_nothing_decided_and_no_pods() {
+        let (_d, store) = store();
+        let cp = store.save(&cm("kubelet-a-1"), "u", "1", b"a").unwrap();
+        // What an agent before state files and pods were recorded wrote.
+        let body = format!(
+            r#"{{"checkpoint":{{"config":"kubelet-gitops/kubelet-a-1","uid":"u","resourceVersion":"1","sha256":"{}"}},"phase":"Written","since":5,"previous":null}}"#,
+            cp.sha256
+        );
+        let file = format!(
+            "{{\"sha256\":\"{}\",\"value\":{body}}}\n",
+            sha256_hex(body.as_bytes())
+        );
+        fs::write(store.dir().join("meta/assigned"), file).unwrap();
+        let a = store.assigned().unwrap().unwrap();
+        assert_eq!(a, Assigned::new(cp.clone(), ApplyPhase::Written, 5, None));
+        assert_eq!(a.state_files, None);
+        assert!(a.ready_pods.is_empty());
+        // And the new fields are left out while they say nothing, so the file stays what
+        // an older agent can read.
+        store.set_assigned(&a).unwrap();
+        let text = fs::read_to_string(store.dir().join("meta/assigned")).unwrap();
+        assert!(
+            !text.contains("stateFiles") && !text.contains("readyPods"),
+            "{text}"
+        );
+        let decided = Assigned {
+            state_files: Some(Vec::new()),
+            ..a
+        };
+        store.set_assigned(&decided).unwrap();
+        let text = fs::read_to_string(store.dir().join("meta/assigned")).unwrap();
+        assert!(text.contains(r#""stateFiles":[]"#), "{text}");
+        assert_eq!(store.assigned().unwrap(), Some(decided));
     }
 
     #[test]

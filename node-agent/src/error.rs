@@ -203,18 +203,19 @@ pub enum KubeletError {
     /// The TLS settings could not be loaded (CA file, client).
     #[error("kubelet client TLS setup failed for {what}: {message}")]
     Tls { what: String, message: String },
-    /// An HTTP request failed before a response (connection refused, timeout ...).
-    #[error("GET {url}: {message}")]
+    /// An HTTP request failed before a response. `message` is the root cause only
+    /// (`connection refused`, `operation timed out`), see [`root_cause`].
+    #[error("{url}: {message}")]
     Http { url: String, message: String },
-    /// The kubelet answered with a status other than 200.
-    #[error("GET {url}: HTTP {code}: {body}")]
+    /// The kubelet answered with a status other than 200 (`body` capped).
+    #[error("{url}: HTTP {code}: {body}")]
     Status {
         url: String,
         code: u16,
         body: String,
     },
     /// `/configz` answered something that is not `{"kubeletconfig": {...}}`.
-    #[error("GET {url}: unexpected configz body: {message}")]
+    #[error("{url}: unexpected configz body: {message}")]
     Configz { url: String, message: String },
     /// No configz URL was configured.
     #[error("no configz URL is configured")]
@@ -226,4 +227,105 @@ pub enum KubeletError {
         humantime::format_duration(*.timeout)
     )]
     NotReady { timeout: Duration, last: String },
+}
+
+/// The innermost cause of `e`, made short for a message a person reads on a Node: an
+/// I/O error as its kind in plain words without the `(os error N)` suffix (`connection
+/// refused`), anything else as it prints. Library errors such as reqwest's wrap the one
+/// useful cause in several layers (`error sending request for url (...): client error
+/// (Connect): tcp connect error: Connection refused (os error 111)`).
+pub fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut root = e;
+    while let Some(next) = root.source() {
+        root = next;
+    }
+    if let Some(io) = root.downcast_ref::<std::io::Error>() {
+        use std::io::ErrorKind as K;
+        let plain = match io.kind() {
+            K::ConnectionRefused => Some("connection refused"),
+            K::ConnectionReset => Some("connection reset"),
+            K::ConnectionAborted => Some("connection aborted"),
+            K::TimedOut => Some("timed out"),
+            K::NotFound => Some("no such file or directory"),
+            K::PermissionDenied => Some("permission denied"),
+            K::UnexpectedEof => Some("connection closed before a complete answer"),
+            _ => None,
+        };
+        if let Some(p) = plain {
+            return p.to_string();
+        }
+    }
+    strip_os_error(&root.to_string())
+}
+
+/// `e`'s own message and, when it adds something, its [`root_cause`]: the short form of
+/// an error chain for messages (the full chain stays in the logs).
+pub fn brief(e: &(dyn std::error::Error + 'static)) -> String {
+    let top = e.to_string();
+    if e.source().is_none() {
+        return top;
+    }
+    let cause = root_cause(e);
+    if top.contains(&cause) {
+        top
+    } else {
+        format!("{top}: {cause}")
+    }
+}
+
+/// `No such device (os error 19)` -> `No such device`.
+fn strip_os_error(text: &str) -> String {
+    match text.rfind(" (os error ") {
+        Some(i) if text.ends_with(')') => text[..i].to_string(),
+        _ => text.to_string(),
+    }
+}
+
+/// `s` cut to at most `max` bytes (at a character boundary), marked with `...` when cut.
+pub fn cap(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max.saturating_sub(3);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &s[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("error sending request for url (http://127.0.0.1:1/healthz)")]
+    struct Outer(#[source] Middle);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("client error (Connect)")]
+    struct Middle(#[source] std::io::Error);
+
+    #[test]
+    fn the_root_cause_is_short() {
+        let e = Outer(Middle(std::io::Error::from(
+            std::io::ErrorKind::ConnectionRefused,
+        )));
+        assert_eq!(root_cause(&e), "connection refused");
+        assert_eq!(
+            brief(&e),
+            "error sending request for url (http://127.0.0.1:1/healthz): connection refused"
+        );
+        let other = Middle(std::io::Error::from_raw_os_error(19));
+        assert_eq!(root_cause(&other), "No such device");
+        let plain = std::io::Error::other("no route");
+        assert_eq!(brief(&plain), "no route");
+    }
+
+    #[test]
+    fn cap_cuts_at_a_character_boundary() {
+        assert_eq!(cap("short", 10), "short");
+        assert_eq!(cap("abcdefghij", 6), "abc...");
+        let cut = cap(&"é".repeat(10), 8);
+        assert!(cut.len() <= 8 && cut.ends_with("..."), "{cut}");
+    }
 }

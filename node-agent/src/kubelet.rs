@@ -15,9 +15,10 @@
 //!   `featureGates` where `false` is a choice. Fields the agent's model does not know
 //!   (a newer kubelet) are ignored. The kubelet registers configz with the effective
 //!   config before it changes anything at run time, so no field needs special casing.
-//! - [`clear_state_files`]: the checkpoint files a policy change requires removing before
-//!   the kubelet starts (it refuses a `cpu_manager_state` or `memory_manager_state` of
-//!   another policy).
+//! - [`state_files_for_change`] and [`remove_state_files`]: the checkpoint files a policy
+//!   change requires removing before the kubelet starts (it refuses a `cpu_manager_state`
+//!   or `memory_manager_state` of another policy). When the agent removes them is
+//!   explained in `agent/drive.rs` (`Driver::write`).
 //!
 //! ```text
 //! pub enum RestartMethod { Systemd { unit: String }, Command(Vec<String>) }
@@ -37,7 +38,9 @@
 //! pub fn configz_diff(expect: &KubeletConfiguration, actual: &Value) -> Vec<ConfigzDiff>
 //! pub fn install_crypto_provider()
 //! pub fn state_files_to_clear(old: &KubeletConfiguration, new: &KubeletConfiguration) -> Vec<&'static str>
-//! pub fn clear_state_files(host_root: &Path, root_dir: &str, old: &KubeletConfiguration, new: &KubeletConfiguration) -> io::Result<Vec<PathBuf>>
+//! pub fn recorded_policy(path: &Path) -> Option<String>
+//! pub fn state_files_for_change(host_root: &Path, root_dir: &str, old: Option<&KubeletConfiguration>, new: &KubeletConfiguration) -> Vec<String>
+//! pub fn remove_state_files(host_root: &Path, root_dir: &str, names: &[String]) -> io::Result<Vec<PathBuf>>
 //! ```
 
 use std::fmt;
@@ -55,7 +58,7 @@ use serde_json::{Map, Value};
 use tokio::time::Instant;
 use tracing::{debug, info, instrument, warn};
 
-use crate::error::KubeletError;
+use crate::error::{KubeletError, brief, root_cause};
 use crate::hostflags::host_path;
 
 /// A boxed future, for the object-safe [`Restarter`] trait.
@@ -576,20 +579,29 @@ impl Kubelet {
             }
             req = req.bearer_auth(token);
         }
-        let resp = req.send().await.map_err(|e| KubeletError::Http {
-            url: url.to_string(),
-            message: error_chain(&e),
-        })?;
+        let failed = |e: reqwest::Error| {
+            debug!(url, error = ?e, "kubelet request failed");
+            KubeletError::Http {
+                url: url.to_string(),
+                message: if e.is_timeout() {
+                    format!("no answer within {}", humantime::format_duration(timeout))
+                } else {
+                    root_cause(&e)
+                },
+            }
+        };
+        let resp = req.send().await.map_err(failed)?;
         let code = resp.status().as_u16();
-        let body = resp.bytes().await.map_err(|e| KubeletError::Http {
-            url: url.to_string(),
-            message: error_chain(&e),
-        })?;
+        let body = resp.bytes().await.map_err(failed)?;
         if code != 200 {
+            // Bodies are short in practice (healthz's `[-]syncloop failed`, an
+            // authorization denial); a proxy's HTML error page is cut.
+            let text = String::from_utf8_lossy(&body);
+            let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
             return Err(KubeletError::Status {
                 url: url.to_string(),
                 code,
-                body: truncate(String::from_utf8_lossy(&body).trim(), 512),
+                body: truncate(&text, 256),
             });
         }
         Ok(body.to_vec())
@@ -630,16 +642,25 @@ impl Kubelet {
         budget: Duration,
     ) -> Result<(), String> {
         let timeout = budget.min(self.request_timeout);
+        // `healthz http://...: connection refused`: the endpoint, then the one cause.
+        let say = |what: &str, e: KubeletError| match e {
+            KubeletError::Http { .. }
+            | KubeletError::Status { .. }
+            | KubeletError::Configz { .. } => {
+                format!("{what} {e}")
+            }
+            other => format!("{what}: {}", brief(&other)),
+        };
         self.get(&self.healthz_url, timeout)
             .await
-            .map_err(|e| format!("healthz: {e}"))?;
+            .map_err(|e| say("healthz", e))?;
         if self.configz_url.is_none() {
             return Ok(());
         }
         let actual = self
             .configz_within(timeout)
             .await
-            .map_err(|e| format!("configz: {e}"))?;
+            .map_err(|e| say("configz", e))?;
         let diffs = configz_diff(expect, &actual);
         if diffs.is_empty() {
             return Ok(());
@@ -687,22 +708,6 @@ impl Kubelet {
             tokio::time::sleep(self.poll_interval.min(left)).await;
         }
     }
-}
-
-/// An error and its causes, `: `-joined (reqwest's Display alone hides the cause, such
-/// as "Connection refused").
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut cur = e.source();
-    while let Some(s) = cur {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        cur = s.source();
-    }
-    out
 }
 
 // ---------------------------------------------------------------------------------------
@@ -880,18 +885,76 @@ pub fn state_files_to_clear(
     out
 }
 
-/// Removes the state files [`state_files_to_clear`] names from the kubelet's root
-/// directory `root_dir` (a host path, `--root-dir`) under `host_root`, then fsyncs the
-/// directory. Returns the files that existed and were removed.
-pub fn clear_state_files(
+/// The policy a kubelet state file was written under: its `policyName` (both managers'
+/// checkpoints are JSON objects with one). `None` when the file is missing or unreadable.
+pub fn recorded_policy(path: &Path) -> Option<String> {
+    let bytes = std::fs::read(path).ok()?;
+    let value: Value = serde_json::from_slice(&bytes).ok()?;
+    value.get("policyName")?.as_str().map(str::to_string)
+}
+
+/// The policy `config` sets for the manager whose state file is `name`, as the kubelet
+/// compares it with the file's `policyName` (`none` / `None` when unset).
+fn configured_policy(name: &str, config: &KubeletConfiguration) -> Option<String> {
+    match name {
+        CPU_MANAGER_STATE => Some(policy(&config.cpu_manager_policy, "none")),
+        MEMORY_MANAGER_STATE => Some(policy(&config.memory_manager_policy, "None")),
+        _ => None,
+    }
+}
+
+/// The state files to remove before the kubelet starts with `new`, under the kubelet's
+/// root directory `root_dir` (a host path, `--root-dir`) read under `host_root`: those the
+/// change from `old` requires ([`state_files_to_clear`]; `old` is `None` when the node's
+/// current config cannot be read), and every file that records a policy other than the
+/// one `new` sets, whatever the agent believes ran before (the kubelet refuses such a
+/// file at start: `configured policy "static" differs from state checkpoint policy
+/// "none"`).
+pub fn state_files_for_change(
     host_root: &Path,
     root_dir: &str,
-    old: &KubeletConfiguration,
+    old: Option<&KubeletConfiguration>,
     new: &KubeletConfiguration,
+) -> Vec<String> {
+    let dir = host_path(host_root, root_dir);
+    let mut out: Vec<String> = old
+        .map(|old| state_files_to_clear(old, new))
+        .unwrap_or_default()
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    for name in [CPU_MANAGER_STATE, MEMORY_MANAGER_STATE] {
+        if out.iter().any(|n| n == name) {
+            continue;
+        }
+        if let Some(recorded) = recorded_policy(&dir.join(name))
+            && Some(&recorded) != configured_policy(name, new).as_ref()
+        {
+            debug!(file = name, %recorded, "state file of another policy");
+            out.push(name.to_string());
+        }
+    }
+    out
+}
+
+/// Removes the state files `names` ([`CPU_MANAGER_STATE`], [`MEMORY_MANAGER_STATE`]; any
+/// other name is refused) from the kubelet's root directory `root_dir` (a host path,
+/// `--root-dir`) under `host_root`, then fsyncs the directory. Idempotent: a file that
+/// is already gone is not an error. Returns the files that existed and were removed.
+pub fn remove_state_files(
+    host_root: &Path,
+    root_dir: &str,
+    names: &[String],
 ) -> io::Result<Vec<PathBuf>> {
     let dir = host_path(host_root, root_dir);
     let mut removed = Vec::new();
-    for name in state_files_to_clear(old, new) {
+    for name in names {
+        if name != CPU_MANAGER_STATE && name != MEMORY_MANAGER_STATE {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{name:?} is not a kubelet state file the agent removes"),
+            ));
+        }
         let path = dir.join(name);
         match std::fs::remove_file(&path) {
             Ok(()) => {
@@ -1025,24 +1088,66 @@ mod tests {
     }
 
     #[test]
-    fn clear_state_files_removes_only_what_the_change_needs() {
+    fn state_files_are_chosen_by_the_change_and_by_what_they_record() {
         let host = tempfile::tempdir().unwrap();
         let root = host.path().join("var/lib/kubelet");
         std::fs::create_dir_all(&root).unwrap();
-        for f in [CPU_MANAGER_STATE, MEMORY_MANAGER_STATE] {
+        let none = KubeletConfiguration::default();
+        let static_cpu = cfg(json!({"cpuManagerPolicy": "static", "reservedSystemCPUs": "0"}));
+        let for_change = |old: Option<&KubeletConfiguration>, new: &KubeletConfiguration| {
+            state_files_for_change(host.path(), "/var/lib/kubelet", old, new)
+        };
+        assert_eq!(for_change(Some(&none), &static_cpu), [CPU_MANAGER_STATE]);
+        assert!(for_change(None, &static_cpu).is_empty(), "no files yet");
+        // Files written under the none policies, as a kubelet leaves them.
+        std::fs::write(
+            root.join(CPU_MANAGER_STATE),
+            r#"{"policyName":"none","defaultCpuSet":"","checksum":1353318690}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            root.join(MEMORY_MANAGER_STATE),
+            r#"{"policyName":"None","machineState":{},"checksum":1}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            recorded_policy(&root.join(CPU_MANAGER_STATE)).as_deref(),
+            Some("none")
+        );
+        assert!(for_change(None, &none).is_empty(), "they match the config");
+        assert_eq!(
+            for_change(None, &static_cpu),
+            [CPU_MANAGER_STATE],
+            "without the old config, the file itself says it is of another policy"
+        );
+        let static_mem = cfg(json!({"memoryManagerPolicy": "Static"}));
+        assert_eq!(
+            for_change(Some(&static_mem), &static_mem),
+            [MEMORY_MANAGER_STATE],
+            "the config on disk claims Static but the kubelet wrote None"
+        );
+    }
+
+    #[test]
+    fn remove_state_files_removes_only_the_named_known_files() {
+        let host = tempfile::tempdir().unwrap();
+        let root = host.path().join("var/lib/kubelet");
+        std::fs::create_dir_all(&root).unwrap();
+        for f in [CPU_MANAGER_STATE, MEMORY_MANAGER_STATE, "kubeconfig"] {
             std::fs::write(root.join(f), "{}").unwrap();
         }
-        let none = KubeletConfiguration::default();
-        let static_cpu = cfg(json!({"cpuManagerPolicy": "static"}));
-        let removed =
-            clear_state_files(host.path(), "/var/lib/kubelet", &none, &static_cpu).unwrap();
+        let names = vec![CPU_MANAGER_STATE.to_string()];
+        let removed = remove_state_files(host.path(), "/var/lib/kubelet", &names).unwrap();
         assert_eq!(removed, [root.join(CPU_MANAGER_STATE)]);
         assert!(!root.join(CPU_MANAGER_STATE).exists());
         assert!(root.join(MEMORY_MANAGER_STATE).exists());
-        // Already gone: nothing to report.
-        let removed =
-            clear_state_files(host.path(), "/var/lib/kubelet", &none, &static_cpu).unwrap();
+        // Already gone: nothing to report, no error.
+        let removed = remove_state_files(host.path(), "/var/lib/kubelet", &names).unwrap();
         assert!(removed.is_empty());
+        let err = remove_state_files(host.path(), "/var/lib/kubelet", &["kubeconfig".into()])
+            .unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        assert!(root.join("kubeconfig").exists());
     }
 
     #[tokio::test]

@@ -117,7 +117,7 @@ pub struct Validated {
     /// Things worth reporting that do not stop the apply.
     pub warnings: Vec<String>,
     /// The effective config of the node's files as they are now (`None` when they do not
-    /// load), e.g. for [`crate::kubelet::clear_state_files`].
+    /// load), e.g. for [`crate::kubelet::state_files_for_change`].
     pub current: Option<KubeletConfiguration>,
 }
 
@@ -163,6 +163,13 @@ impl std::error::Error for Rejection {}
 /// reserved cgroups the config enforces exist.
 #[instrument(skip_all, fields(bytes = payload.len(), target = %node.placement.target().display()))]
 pub fn validate_payload(payload: &[u8], node: &NodeContext) -> Result<Validated, Rejection> {
+    // Empty stands for "no drop-in" in `effective_config`; as a payload it is no config.
+    if payload.iter().all(u8::is_ascii_whitespace) {
+        return Err(Rejection::load(format!(
+            "{}: the config is empty",
+            node.placement.target().display()
+        )));
+    }
     let eff = effective_config(Some(payload), node)?;
     let config = eff.config;
     let version = node.cgroups.version;
@@ -243,7 +250,8 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 /// The effective config the kubelet would build with `payload` in place (`None`: the
-/// node's files as they are now), with the flag overrides. Reads the node's config file
+/// node's files as they are now; in drop-in mode an empty payload is no drop-in of
+/// ours, the node's local config), with the flag overrides. Reads the node's config file
 /// and drop-ins under the host root; changes nothing.
 pub fn effective_config(
     payload: Option<&[u8]>,
@@ -321,7 +329,10 @@ pub fn effective_config(
         if let (Placement::DropIn { dir, name }, Some(p)) = (&node.placement, payload) {
             let ours = dir.join(name).display().to_string();
             drop_ins.retain(|(n, _)| *n != ours);
-            drop_ins.push((ours, p.to_vec()));
+            // An empty payload in drop-in mode is the node's local config: no drop-in.
+            if !p.is_empty() {
+                drop_ins.push((ours, p.to_vec()));
+            }
         }
         let order = effective::drop_in_order(drop_ins.iter().map(|(n, _)| n.clone()).collect());
         drop_ins.sort_by_key(|(n, _)| order.iter().position(|o| o == n));

@@ -17,8 +17,8 @@ use std::hash::{Hash, Hasher};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
-use kube::runtime::{PredicateConfig, WatchStreamExt};
 use kube::{Api, Client};
 use kubelet_gitops_core::protocol::{CONDITION_TYPE, ConfigRef, DOMAIN};
 use tokio::sync::watch as channel;
@@ -54,6 +54,52 @@ pub fn node_relevance(node: &Node) -> Option<u64> {
     Some(h.finish())
 }
 
+/// Turns the Node watch's events into what the agent is told: `Some(node)` when
+/// something it acts on changed ([`node_relevance`]), `None` when the Node is gone, and
+/// nothing (`None` from [`NodeFilter::on_event`]) for events it can ignore.
+#[derive(Debug, Default)]
+pub struct NodeFilter {
+    /// The relevance of the Node last sent; `None` when none is (gone, or never seen).
+    last: Option<u64>,
+    /// The Node showed up in the list in progress.
+    listed: bool,
+}
+
+impl NodeFilter {
+    /// What to send for `event`: `Some(Some(node))`, `Some(None)` (gone), or `None`.
+    pub fn on_event(&mut self, event: Event<Node>) -> Option<Option<Node>> {
+        match event {
+            Event::Init => {
+                self.listed = false;
+                None
+            }
+            Event::InitApply(node) => {
+                self.listed = true;
+                self.changed(node)
+            }
+            Event::Apply(node) => self.changed(node),
+            // The list is complete without the Node: it was deleted while the watch was
+            // down (or never existed).
+            Event::InitDone if !self.listed => self.gone(),
+            Event::InitDone => None,
+            Event::Delete(_) => self.gone(),
+        }
+    }
+
+    fn changed(&mut self, node: Node) -> Option<Option<Node>> {
+        let relevance = node_relevance(&node);
+        if relevance.is_some() && relevance == self.last {
+            return None;
+        }
+        self.last = relevance;
+        Some(Some(node))
+    }
+
+    fn gone(&mut self) -> Option<Option<Node>> {
+        self.last.take().map(|_| None)
+    }
+}
+
 /// Aborts the watch task when dropped.
 #[derive(Debug)]
 struct AbortOnDrop(JoinHandle<()>);
@@ -72,28 +118,35 @@ pub struct NodeWatch {
 }
 
 impl NodeWatch {
-    /// Starts watching node `name`.
+    /// Starts watching node `name`. The channel holds the Node as last seen, `None` before
+    /// the first list and while the Node does not exist: a deletion (a node lifecycle
+    /// controller, a person) sets it back to `None`, also one the watch missed while it
+    /// was reconnecting (the Node is absent from the next list), and a Node of the same
+    /// name created later (a new uid) is sent as any change.
     pub fn start(client: Client, name: &str) -> NodeWatch {
         let api: Api<Node> = Api::all(client);
         let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
         let (tx, rx) = channel::channel(None);
         let node_name = name.to_string();
         let task = tokio::spawn(async move {
-            let stream = watcher::watcher(api, config)
-                .default_backoff()
-                .applied_objects()
-                .predicate_filter(node_relevance, PredicateConfig::default());
+            let stream = watcher::watcher(api, config).default_backoff();
             let mut stream = std::pin::pin!(stream);
+            let mut filter = NodeFilter::default();
             while let Some(item) = stream.next().await {
-                match item {
-                    Ok(node) => {
-                        debug!(node = %node_name, "node changed");
-                        if tx.send(Some(node)).is_err() {
-                            return;
-                        }
-                    }
+                let event = match item {
+                    Ok(e) => e,
                     Err(e) => {
-                        warn!(node = %node_name, error = %e, "node watch failed; retrying with backoff")
+                        warn!(node = %node_name, error = %e, "node watch failed; retrying with backoff");
+                        continue;
+                    }
+                };
+                if let Some(update) = filter.on_event(event) {
+                    match &update {
+                        Some(_) => debug!(node = %node_name, "node changed"),
+                        None => debug!(node = %node_name, "node gone"),
+                    }
+                    if tx.send(update).is_err() {
+                        return;
                     }
                 }
             }
@@ -289,5 +342,38 @@ mod tests {
                 ..NodeCondition::default()
             });
         assert_ne!(node_relevance(&base), node_relevance(&ours));
+    }
+
+    #[test]
+    fn a_deleted_node_is_told_once_and_a_new_one_of_the_same_name_is_seen() {
+        let mut f = NodeFilter::default();
+        let n = node(&[], "True", "2025-01-01T00:00:00Z");
+        assert!(f.on_event(Event::Init).is_none());
+        assert!(matches!(
+            f.on_event(Event::InitApply(n.clone())),
+            Some(Some(_))
+        ));
+        assert!(f.on_event(Event::InitDone).is_none());
+        // A heartbeat: nothing.
+        let beat = node(&[], "True", "2025-01-01T00:00:10Z");
+        assert!(f.on_event(Event::Apply(beat)).is_none());
+        assert_eq!(f.on_event(Event::Delete(n.clone())), Some(None));
+        assert_eq!(f.on_event(Event::Delete(n.clone())), None, "told once");
+        // Registered again: a new object, with a new uid.
+        let mut again = n.clone();
+        again.metadata.uid = Some("u2".into());
+        assert!(matches!(
+            f.on_event(Event::Apply(again.clone())),
+            Some(Some(_))
+        ));
+        // Deleted while the watch was down: the next list does not have it.
+        assert!(f.on_event(Event::Init).is_none());
+        assert_eq!(f.on_event(Event::InitDone), Some(None));
+        // A re-list that still has it says nothing new.
+        let mut g = NodeFilter::default();
+        g.on_event(Event::Apply(again.clone()));
+        g.on_event(Event::Init);
+        assert_eq!(g.on_event(Event::InitApply(again)), None);
+        assert_eq!(g.on_event(Event::InitDone), None);
     }
 }

@@ -169,12 +169,7 @@ async fn a_restarted_agent_resumes_from_the_persisted_phase() {
         .unwrap();
     write_atomic(&h.config_file(), yaml.as_bytes()).unwrap();
     store
-        .set_assigned(&Assigned {
-            checkpoint: cp,
-            phase: ApplyPhase::Written,
-            since: 1,
-            previous: None,
-        })
+        .set_assigned(&Assigned::new(cp, ApplyPhase::Written, 1, None))
         .unwrap();
     let starts = h.sim.kubelet("w1").unwrap().state().starts;
 
@@ -196,5 +191,41 @@ async fn a_restarted_agent_resumes_from_the_persisted_phase() {
         !events.iter().any(|(r, _)| r == "KubeletConfigDownloading"),
         "no download on resume: {events:?}"
     );
+    h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pods_ready_before_a_restart_are_waited_for_by_a_restarted_agent() {
+    let mut h = Harness::start().await;
+    h.put_pod("web-0", true);
+    h.put_pod("batch-0", false);
+    h.start_agent(&[]);
+    let cm = h.publish("general", &config_with("kubeAPIQPS: 31\n")).await;
+    h.assign(Some(&cm), "3s", "1h").await;
+
+    // Recorded with the write, before the restart; a pod that was not Ready is not.
+    let a = h.wait_phase(&cm, "Written").await;
+    assert_eq!(a["readyPods"], serde_json::json!(["default/web-0"]));
+    // The restart flips the pod (kubernetes/kubernetes#100277) and it stays down, so the
+    // agent waits for it after the kubelet is back; it dies while waiting.
+    h.put_pod("web-0", false);
+    h.wait_phase(&cm, "Restarted").await;
+    h.kill_agent().await;
+    let a = h.assigned();
+    assert_eq!(a["phase"], "Restarted", "killed before verification ended");
+    assert_eq!(a["readyPods"], serde_json::json!(["default/web-0"]));
+
+    // The new agent has only the checkpoint to know the pod was Ready before.
+    h.start_agent(&[]);
+    let node = h.wait_state(&cm, "Done").await;
+    let message = annotation(&node, MESSAGE).unwrap_or_default();
+    assert!(
+        message.contains("pods Ready before the restart and not Ready 3s after it: default/web-0"),
+        "{message:?}"
+    );
+    assert!(!message.contains("batch-0"), "{message:?}");
+    let a = h.assigned();
+    assert_eq!(a["phase"], "Verified");
+    assert!(a.get("readyPods").is_none(), "dropped once verified: {a}");
     h.shutdown().await;
 }

@@ -13,12 +13,14 @@ use kubelet_gitops_core::protocol::{ConfigRef, MESSAGE, STATE};
 use node_agent::checkpoint::ApplyPhase;
 use tokio::process::{Child, Command};
 
-/// Where to kill: before the agent got anywhere, or once `meta/assigned` shows this phase
-/// for the config being applied.
+/// Where to kill: before the agent got anywhere, once `meta/assigned` shows this phase
+/// for the config being applied, or as soon as the kubelet's config file holds the
+/// config (right after the write, whatever the agent does next).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum KillAt {
     Start,
     Phase(ApplyPhase),
+    FileWritten,
 }
 
 fn spawn_agent(h: &Harness, log: &Path) -> Child {
@@ -74,23 +76,32 @@ fn phase_of(store_dir: &Path, target: &Target<'_>) -> Option<ApplyPhase> {
 }
 
 /// Waits for `at` (polling every millisecond), then SIGKILLs the agent. Returns the phase
-/// the kill landed in.
+/// the kill landed in. `payload` is what the config file holds once written.
 async fn kill_at(
     h: &Harness,
     agent: &mut Child,
     target: &Target<'_>,
     at: KillAt,
+    payload: &[u8],
 ) -> Option<ApplyPhase> {
     let deadline = Instant::now() + PATIENCE;
-    if let KillAt::Phase(want) = at {
-        loop {
+    match at {
+        KillAt::Start => {}
+        KillAt::Phase(want) => loop {
             match phase_of(&h.checkpoint_dir(), target) {
                 Some(p) if p as u8 >= want as u8 => break,
                 _ => {}
             }
             assert!(Instant::now() < deadline, "phase {want:?} never reached");
             tokio::time::sleep(Duration::from_millis(1)).await;
-        }
+        },
+        KillAt::FileWritten => loop {
+            if std::fs::read(h.config_file()).is_ok_and(|b| b == payload) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the config was never written");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        },
     }
     agent.start_kill().expect("SIGKILL");
     agent.wait().await.expect("reaped");
@@ -122,7 +133,8 @@ async fn an_agent_killed_at_any_phase_resumes_and_converges() {
             config: &config,
             replacing: None,
         };
-        let phase = kill_at(&h, &mut agent, &target, at).await;
+        let yaml = config_with(&format!("kubeAPIQPS: {qps}\n"));
+        let phase = kill_at(&h, &mut agent, &target, at, yaml.as_bytes()).await;
         landed.push((at, phase));
         h.config_file_valid();
 
@@ -176,7 +188,7 @@ async fn an_agent_killed_during_a_rollback_finishes_it_and_does_not_retry() {
             config: &ConfigRef::Local,
             replacing: Some(&bad),
         };
-        let phase = kill_at(&h, &mut agent, &target, KillAt::Phase(want)).await;
+        let phase = kill_at(&h, &mut agent, &target, KillAt::Phase(want), b"").await;
         landed.push((want, phase));
         h.config_file_valid();
 
@@ -211,5 +223,88 @@ async fn an_agent_killed_during_a_rollback_finishes_it_and_does_not_retry() {
         agent.wait().await.expect("reaped");
     }
     eprintln!("rollback kills landed in: {landed:?}");
+    h.shutdown().await;
+}
+
+/// A `cpu_manager_state` as a kubelet under `policy` keeps it: the kubelet refuses to
+/// start when its `policyName` is not its configured policy.
+fn cpu_manager_state(policy: &str) -> String {
+    format!(r#"{{"policyName":"{policy}","defaultCpuSet":"","checksum":1}}"#)
+}
+
+/// The `policyName` of the node's `cpu_manager_state`, `None` when there is none.
+fn recorded_cpu_policy(h: &Harness) -> Option<String> {
+    let text = std::fs::read_to_string(h.kubelet_root_dir().join("cpu_manager_state")).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).expect("state file is JSON");
+    v["policyName"].as_str().map(str::to_string)
+}
+
+/// A cpuManagerPolicy change (none <-> static) needs the kubelet's `cpu_manager_state`
+/// gone before the kubelet starts with the new config. Killed anywhere around the write,
+/// the agent never leaves the new config next to a state file of the old policy, and a
+/// restarted agent removes the file again even when the old kubelet, still running,
+/// wrote it back in the meantime (as it does on any pod change under `static`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cpu_manager_policy_change_never_leaves_a_stale_state_file() {
+    let h = Harness::start().await;
+    let log = h.dir.path().join("agent.log");
+    let state = h.kubelet_root_dir().join("cpu_manager_state");
+    let points = [
+        KillAt::Phase(ApplyPhase::Checkpointed),
+        KillAt::FileWritten,
+        KillAt::Phase(ApplyPhase::Written),
+        KillAt::Phase(ApplyPhase::Restarted),
+    ];
+    let mut old = "none";
+    let mut landed = Vec::new();
+    for (i, at) in points.into_iter().enumerate() {
+        let new = if old == "none" { "static" } else { "none" };
+        // The running kubelet's state, under the policy it runs.
+        std::fs::write(&state, cpu_manager_state(old)).unwrap();
+        let policy = match new {
+            "static" => "cpuManagerPolicy: static\nreservedSystemCPUs: \"0\"\n",
+            _ => "cpuManagerPolicy: none\n",
+        };
+        let yaml = config_with(&format!("{policy}kubeAPIQPS: {}\n", 200 + i));
+        let cm = h.publish("general", &yaml).await;
+        let config: ConfigRef = cm.parse().unwrap();
+        h.assign(Some(&cm), "30s", "1h").await;
+
+        let mut agent = spawn_agent(&h, &log);
+        let target = Target {
+            config: &config,
+            replacing: None,
+        };
+        let phase = kill_at(&h, &mut agent, &target, at, yaml.as_bytes()).await;
+        landed.push((at, phase));
+        if h.config_file_valid() == yaml.as_bytes() {
+            assert_ne!(
+                recorded_cpu_policy(&h).as_deref(),
+                Some(old),
+                "killed at {at:?} (landed in {phase:?}): the {new} config sits next to a {old} state file, which a kubelet start refuses"
+            );
+        }
+        // Not restarted yet: the old kubelet runs on and writes its state back.
+        if matches!(
+            phase,
+            None | Some(ApplyPhase::Checkpointed) | Some(ApplyPhase::Written)
+        ) {
+            std::fs::write(&state, cpu_manager_state(old)).unwrap();
+        }
+
+        let mut agent = spawn_agent(&h, &log);
+        h.wait_state(&cm, "Done").await;
+        assert_eq!(h.configz().await["cpuManagerPolicy"], new, "after {at:?}");
+        assert_ne!(
+            recorded_cpu_policy(&h).as_deref(),
+            Some(old),
+            "killed at {at:?} (landed in {phase:?}): the kubelet was restarted into {new} with a {old} state file"
+        );
+        h.config_file_valid();
+        agent.start_kill().expect("SIGKILL");
+        agent.wait().await.expect("reaped");
+        old = new;
+    }
+    eprintln!("policy-change kills landed in: {landed:?}");
     h.shutdown().await;
 }

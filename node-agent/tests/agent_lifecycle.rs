@@ -87,3 +87,77 @@ async fn a_config_file_changed_by_hand_is_reported_and_restored() {
     assert_eq!(h.configz().await["kubeAPIQPS"], 13);
     h.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_node_leaves_the_kubelet_alone_until_it_is_back() {
+    use k8s_openapi::api::core::v1::Node;
+    use kube::Api;
+    use kube::api::{DeleteParams, PostParams};
+
+    let mut h = Harness::start().await;
+    h.start_agent(&[]);
+    let yaml = config_with("kubeAPIQPS: 15\n");
+    let cm = h.publish("general", &yaml).await;
+    h.assign(Some(&cm), "30s", "1h").await;
+    h.wait_state(&cm, "Done").await;
+    let labels = h.node()["metadata"]["labels"].clone();
+
+    let nodes: Api<Node> = Api::all(h.client.clone());
+    nodes
+        .delete(agent_support::NODE, &DeleteParams::default())
+        .await
+        .expect("node deleted");
+    let log = h.sim.request_log();
+    let writes = || {
+        [
+            log.count("patch", "nodes"),
+            log.count("patch", "nodes/status"),
+            log.count("create", "events"),
+        ]
+    };
+    let before = writes();
+    let kubelet = h.sim.kubelet("w1").unwrap();
+    let starts = kubelet.state().starts;
+    // While the Node is gone the file drifts: nothing may be restored, restarted or
+    // reported (there is nothing to report to), over several resync intervals (1s).
+    let edited = config_with("kubeAPIQPS: 99\n");
+    kubelet_gitops_sim::kubelet::write_atomic(&h.config_file(), edited.as_bytes()).unwrap();
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    assert!(h.agent_running(), "the agent keeps running");
+    assert_eq!(kubelet.state().starts, starts, "the kubelet is left alone");
+    assert_eq!(std::fs::read(h.config_file()).unwrap(), edited.as_bytes());
+    assert_eq!(writes(), before, "no writes for a Node that does not exist");
+
+    // The Node registers again (a new object of the same name) and the reconciler
+    // assigns it its pool's config: the agent goes on with it and restores the drift.
+    let again: Node = serde_json::from_value(serde_json::json!({
+        "metadata": {
+            "name": agent_support::NODE,
+            "labels": labels,
+            "annotations": {
+                kubelet_gitops_core::protocol::DESIRED_CONFIG: cm,
+                kubelet_gitops_core::protocol::HEALTH_TIMEOUT: "30s",
+                kubelet_gitops_core::protocol::LKG_GRACE: "1h",
+            },
+        },
+    }))
+    .unwrap();
+    nodes
+        .create(&PostParams::default(), &again)
+        .await
+        .expect("node created");
+    let node = h
+        .wait_node(
+            |n| {
+                annotation(n, STATE) == Some("Done")
+                    && annotation(n, MESSAGE).is_some_and(|m| m.contains("was changed on the node"))
+            },
+            "Done on the new Node, drift restored",
+        )
+        .await;
+    assert_eq!(annotation(&node, CURRENT_CONFIG), Some(cm.as_str()));
+    assert_eq!(h.config_file_valid(), yaml.as_bytes());
+    assert_eq!(kubelet.state().starts, starts + 1);
+    assert_eq!(h.configz().await["kubeAPIQPS"], 15);
+    h.shutdown().await;
+}

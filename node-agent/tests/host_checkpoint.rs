@@ -62,12 +62,12 @@ fn fixture() -> Fixture {
         )
         .unwrap();
     store
-        .set_assigned(&Assigned {
-            checkpoint: cp.clone(),
-            phase: ApplyPhase::Restarted,
-            since: 1_750_000_000,
-            previous: Some(prev.clone()),
-        })
+        .set_assigned(&Assigned::new(
+            cp.clone(),
+            ApplyPhase::Restarted,
+            1_750_000_000,
+            Some(prev.clone()),
+        ))
         .unwrap();
     store.set_last_known_good(&prev).unwrap();
     store.save_local_original(b"maxPods: 110\n").unwrap();
@@ -289,10 +289,8 @@ fn many_writes_always_read_back_the_last_one() {
             ApplyPhase::Verified,
         ][rng.below(4) as usize];
         let a = Assigned {
-            checkpoint: cp.clone(),
-            phase,
-            since: i,
-            previous: saved.first().map(|(c, _)| c.clone()),
+            ready_pods: (0..i % 3).map(|p| format!("default/pod-{p}")).collect(),
+            ..Assigned::new(cp.clone(), phase, i, saved.first().map(|(c, _)| c.clone()))
         };
         store.set_assigned(&a).unwrap();
         assert_eq!(store.assigned().unwrap(), Some(a), "assigned {i}");
@@ -350,12 +348,7 @@ fn crash_writer_child() {
             .save(&cm("kubelet-crash-x"), "uid", &n.to_string(), &payload)
             .unwrap();
         store
-            .set_assigned(&Assigned {
-                checkpoint: cp.clone(),
-                phase: ApplyPhase::Written,
-                since: n,
-                previous: None,
-            })
+            .set_assigned(&Assigned::new(cp.clone(), ApplyPhase::Written, n, None))
             .unwrap();
         store.set_last_known_good(&cp).unwrap();
         let keep = [&cp];

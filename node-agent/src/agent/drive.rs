@@ -26,9 +26,9 @@ use crate::args::Config;
 use crate::checkpoint::{
     ApplyPhase, Assigned, Checkpoint, CheckpointStore, sha256_hex, write_atomic,
 };
-use crate::error::KubeletError;
+use crate::error::{KubeletError, brief, cap};
 use crate::hostflags::read_flags;
-use crate::kubelet::{Kubelet, clear_state_files};
+use crate::kubelet::{Kubelet, remove_state_files, state_files_for_change};
 use crate::report::{EventType, Report, Reporter, event_reason};
 use crate::validate::{self, NodeContext, Placement, Rejection};
 use crate::watch::{ConfigMapState, ConfigMapWatch, NodeWatch};
@@ -43,6 +43,14 @@ const ERROR_BACKOFF: (Duration, Duration) = (Duration::from_secs(1), Duration::f
 const REJECTED_RETRY_FACTOR: u64 = 10;
 /// How often the pods are looked at while waiting for them.
 const POD_POLL: Duration = Duration::from_secs(1);
+/// Bound on listing the node's pods before a restart (a slow API server must not hold
+/// up a rollback).
+const POD_LIST_TIMEOUT: Duration = Duration::from_secs(10);
+/// The longest verification failure reason (the Node's message cap is larger; a rollback
+/// message holds one or two reasons).
+const MAX_REASON: usize = 1024;
+/// The longest part of a reason quoted from the Node's `Ready` condition.
+const MAX_NODE_MESSAGE: usize = 400;
 
 /// The pieces a [`Driver`] runs with.
 pub(crate) struct Parts {
@@ -68,8 +76,10 @@ struct Memory {
     download_attempts: u32,
     /// Flag overrides, warnings and pod notes per config, for the Done message.
     notes: HashMap<ConfigRef, String>,
-    /// The pods that were Ready before the restart of an assignment (config, since).
-    pods_before: Option<(ConfigRef, BTreeSet<String>)>,
+    /// A Node was seen (so its absence later means it was deleted).
+    node_seen: bool,
+    /// The Node is deleted (logged once per deletion).
+    node_gone: bool,
     /// When the apply of the desired config started.
     apply_started: Option<(ConfigRef, Instant)>,
     /// The Node as our last write returned it.
@@ -219,12 +229,26 @@ impl Driver {
     pub async fn run(&mut self) -> Result<(), AgentError> {
         loop {
             let Some(node) = self.fresh_node() else {
-                debug!(node = %self.config.node_name, "waiting for the Node");
+                if self.memory.node_seen && !self.memory.node_gone {
+                    // Deleted (a node lifecycle controller, a person). Without the Node
+                    // there is nothing to decide on or report to: the kubelet keeps what
+                    // it runs, nothing is written or restarted, and the agent waits for a
+                    // Node of this name to appear again (the kubelet registers it on its
+                    // next start), then goes on with that Node's annotations.
+                    warn!(node = %self.config.node_name, "the Node was deleted; the kubelet is left as it is until the Node is back");
+                    self.memory.node_gone = true;
+                } else {
+                    debug!(node = %self.config.node_name, "waiting for the Node");
+                }
                 if self.node_rx.changed().await.is_err() {
                     return Err(AgentError::Setup("the node watch stopped".into()));
                 }
                 continue;
             };
+            if std::mem::replace(&mut self.memory.node_gone, false) {
+                info!(node = %self.config.node_name, uid = ?node.metadata.uid, "the Node is back");
+            }
+            self.memory.node_seen = true;
             let result = match self.observe(&node).await {
                 Ok(observed) => {
                     let step = decide(&observed);
@@ -272,15 +296,19 @@ impl Driver {
         self.node()
     }
 
-    /// The newest Node: the watch's, or the one our last write returned when that is newer.
-    /// Does not mark the watch's value as seen, so a change that arrives while a step
-    /// runs still wakes the next wait.
+    /// The newest Node: the watch's, or the one our last write returned when that is newer;
+    /// `None` when the watch has none (not listed yet, or deleted). Does not mark the
+    /// watch's value as seen, so a change that arrives while a step runs still wakes the
+    /// next wait.
     fn node(&mut self) -> Option<Node> {
         let watched = self.node_rx.borrow().clone();
         match (watched, self.memory.written.take()) {
+            // Our last write is about a Node that is gone now.
+            (None, _) => None,
             (Some(w), Some(mine)) => {
+                let same_node = w.metadata.uid == mine.metadata.uid;
                 let newer_mine = match (resource_version(&w), resource_version(&mine)) {
-                    (Some(a), Some(b)) => b > a,
+                    (Some(a), Some(b)) => same_node && b > a,
                     _ => false,
                 };
                 if newer_mine {
@@ -290,7 +318,7 @@ impl Driver {
                     Some(w)
                 }
             }
-            (w, mine) => w.or(mine),
+            (Some(w), None) => Some(w),
         }
     }
 
@@ -423,6 +451,44 @@ impl Driver {
                 source,
             }),
         }
+    }
+
+    /// Without configz, the check that the kubelet loaded the config: the file it reads
+    /// at start (read after it answered healthz) is the one written, byte for byte; in
+    /// drop-in mode the local config is no drop-in at all. `None` when it is; else what
+    /// was found.
+    fn read_back(&self, cp: &Checkpoint) -> Result<Option<String>, AgentError> {
+        let short = |sha: &str| sha.chars().take(12).collect::<String>();
+        let expected =
+            if matches!(self.placement, Placement::DropIn { .. }) && cp.sha256 == sha256_hex(b"") {
+                None
+            } else {
+                Some(cp.sha256.clone())
+            };
+        let found = match std::fs::read(&self.target_file) {
+            Ok(bytes) => Some(sha256_hex(&bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(source) => {
+                return Err(AgentError::Io {
+                    op: "read back",
+                    path: self.target_file.clone(),
+                    source,
+                });
+            }
+        };
+        let path = self.target_file.display();
+        Ok(match (&expected, &found) {
+            _ if expected == found => None,
+            (Some(want), Some(got)) => Some(format!(
+                "{path} read back is not the config written (sha256 {}..., expected {}...)",
+                short(got),
+                short(want)
+            )),
+            (Some(_), None) => Some(format!("{path} is missing after the restart")),
+            (None, _) => Some(format!(
+                "{path} exists after the return to the local config, which has no drop-in"
+            )),
+        })
     }
 
     /// The payload of `cp`: the checkpoint, or the saved original for the local config.
@@ -588,12 +654,12 @@ impl Driver {
             Ok((checkpoint, note)) => {
                 self.memory.retry = None;
                 self.memory.download_attempts = 0;
-                let assigned = Assigned {
+                let assigned = Assigned::new(
                     checkpoint,
-                    phase: ApplyPhase::Checkpointed,
-                    since: unix_now(),
-                    previous: self.current_checkpoint()?,
-                };
+                    ApplyPhase::Checkpointed,
+                    unix_now(),
+                    self.current_checkpoint()?,
+                );
                 self.store.set_assigned(&assigned)?;
                 let message = match &note {
                     Some(n) => format!("applying {config}; {n}"),
@@ -760,12 +826,12 @@ impl Driver {
         let original = self.store.local_original()?.ok_or_else(|| {
             AgentError::Setup("the node's original config was never saved".into())
         })?;
-        let assigned = Assigned {
-            checkpoint: local_checkpoint(&original),
-            phase: ApplyPhase::Checkpointed,
-            since: unix_now(),
-            previous: self.current_checkpoint()?,
-        };
+        let assigned = Assigned::new(
+            local_checkpoint(&original),
+            ApplyPhase::Checkpointed,
+            unix_now(),
+            self.current_checkpoint()?,
+        );
         self.store.set_assigned(&assigned)?;
         self.memory.apply_started = Some((ConfigRef::Local, Instant::now()));
         let wanted = Self::transitional(
@@ -799,9 +865,101 @@ impl Driver {
             .map_err(|r| r.to_string())
     }
 
+    /// The kubelet's root directory (`--root-dir`, a host path), where its state files live.
+    fn kubelet_root_dir(&self) -> String {
+        let flags: Option<KubeletFlags> = match read_flags(
+            &self.config.flag_source,
+            &self.config.host_root,
+        ) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                warn!(error = %chain(&e), default = DEFAULT_ROOT_DIR, "cannot read the kubelet's flags for --root-dir; using the default");
+                None
+            }
+        };
+        flags
+            .as_ref()
+            .and_then(|f| f.value("root-dir").map(str::to_string))
+            .filter(|d| !d.is_empty())
+            .unwrap_or_else(|| DEFAULT_ROOT_DIR.to_string())
+    }
+
+    /// Which kubelet state files writing `payload` makes stale: from the node's files as
+    /// they are (the config the kubelet runs, or would run at its next start) and the
+    /// config the payload gives, and from what the state files themselves record. Never
+    /// fails: when the new config cannot be computed, nothing is listed (logged).
+    fn decide_state_files(&self, node: &Node, payload: &[u8], root_dir: &str) -> Vec<String> {
+        let ctx = match self.node_context(node) {
+            Ok(c) => c,
+            Err(e) => {
+                warn!(error = %chain(&e), "cannot read the node's kubelet setup; no kubelet state file will be removed");
+                return Vec::new();
+            }
+        };
+        let new = match validate::effective_config(Some(payload), &ctx) {
+            Ok(e) => e.config,
+            Err(r) => {
+                warn!(reason = %r, "the config to write does not load; no kubelet state file will be removed");
+                return Vec::new();
+            }
+        };
+        let old = match validate::effective_config(None, &ctx) {
+            Ok(e) => Some(e.config),
+            Err(r) => {
+                debug!(reason = %r, "the node's current config does not load; judging the state files by what they record");
+                None
+            }
+        };
+        state_files_for_change(&self.config.host_root, root_dir, old.as_ref(), &new)
+    }
+
+    /// Removes the kubelet state files `names` (idempotent: a missing file is fine).
+    fn remove_state_files(&self, names: &[String], root_dir: &str) -> Result<(), AgentError> {
+        if names.is_empty() {
+            return Ok(());
+        }
+        remove_state_files(&self.config.host_root, root_dir, names).map_err(|source| {
+            AgentError::Io {
+                op: "remove kubelet state files in",
+                path: PathBuf::from(root_dir),
+                source,
+            }
+        })?;
+        Ok(())
+    }
+
+    /// Writes the assigned config: `Checkpointed` -> `Written`. Every step can be redone
+    /// after a crash at any instant, and no crash leaves the node with a config the
+    /// kubelet would refuse at its next start:
+    ///
+    /// 1. Decide which kubelet state files the change makes stale (a `cpuManagerPolicy` or
+    ///    `memoryManagerPolicy` change, or a change of what the `static` policies reserve)
+    ///    and persist the list in `meta/assigned`, phase still `Checkpointed`, before
+    ///    anything on the node changes. It is decided from the node's files as they still
+    ///    are; once the file is overwritten the old config cannot be read back from it,
+    ///    so a resumed apply must find the list in the checkpoint.
+    /// 2. Remove those files, **before** the config is written. The kubelet refuses to
+    ///    start when a state file records another policy than its config's. Removed
+    ///    after the write, a crash in between would leave the new config with the old
+    ///    state file: the next start of the kubelet, by anyone (systemd after a kubelet
+    ///    crash, a reboot, a person), fails, and without a running agent nothing rolls it
+    ///    back. Removed first, the worst a crash leaves is the old config without its
+    ///    state file, which the kubelet handles: a kubelet that starts and finds no
+    ///    checkpoint creates a fresh one for the policy it runs (cpumanager
+    ///    `restoreState`: `ErrCheckpointNotFound` -> `storeState`), so it comes back under
+    ///    the old config as before, and a resumed agent removes the file again. A kubelet
+    ///    that keeps running keeps its state in memory and writes all of it back, under
+    ///    its old policy, on its next change (with the `static` policies, when a pod with
+    ///    exclusive CPUs or memory comes or goes); so [`Driver::restart`] removes the
+    ///    listed files once more right before the restart, which leaves only the restart
+    ///    itself as a window. Closing that would need the kubelet stopped while the files
+    ///    go, which a crashed agent would leave stopped.
+    /// 3. Write the config atomically.
+    /// 4. Record the pods that are Ready now, with phase `Written`: after the restart,
+    ///    verification waits for them to be Ready again, also in a restarted agent.
     #[instrument(skip_all)]
     async fn write(&mut self, node: &Node, o: &Observed) -> Result<(), AgentError> {
-        let a = self.in_flight()?;
+        let mut a = self.in_flight()?;
         let payload = self.payload_of(&a.checkpoint)?;
         if a.checkpoint.config != ConfigRef::Local {
             let original = match std::fs::read(&self.target_file) {
@@ -820,37 +978,42 @@ impl Driver {
                 info!(path = %self.target_file.display(), "saved the node's own config");
             }
         }
-        let old = self.effective_now(node);
+        let root_dir = self.kubelet_root_dir();
+        let state_files = match &a.state_files {
+            Some(list) => list.clone(),
+            None => {
+                let list = self.decide_state_files(node, &payload, &root_dir);
+                a = Assigned {
+                    state_files: Some(list.clone()),
+                    ..a
+                };
+                self.store.set_assigned(&a)?;
+                if !list.is_empty() {
+                    info!(files = ?list, root_dir = %root_dir, "the change makes kubelet state files stale; they are removed before the write");
+                }
+                list
+            }
+        };
+        self.remove_state_files(&state_files, &root_dir)?;
         self.write_target(&payload)?;
         info!(config = %a.checkpoint.config, path = %self.target_file.display(), sha256 = %a.checkpoint.sha256, "config written");
-        match (&old, self.effective_now(node)) {
-            (Ok(old), Ok(new)) => {
-                let ctx_flags: Option<KubeletFlags> =
-                    read_flags(&self.config.flag_source, &self.config.host_root).ok();
-                let root_dir = ctx_flags
-                    .as_ref()
-                    .and_then(|f| f.value("root-dir").map(str::to_string))
-                    .filter(|d| !d.is_empty())
-                    .unwrap_or_else(|| DEFAULT_ROOT_DIR.to_string());
-                match clear_state_files(&self.config.host_root, &root_dir, old, &new) {
-                    Ok(removed) => {
-                        for p in removed {
-                            info!(path = %p.display(), "cleared kubelet state file for the policy change");
-                        }
-                    }
-                    Err(source) => {
-                        return Err(AgentError::Io {
-                            op: "clear kubelet state files in",
-                            path: PathBuf::from(root_dir),
-                            source,
-                        });
-                    }
-                }
+        let listed = tokio::time::timeout(
+            POD_LIST_TIMEOUT,
+            ready::pods_on(&self.client, &self.config.node_name),
+        )
+        .await;
+        let ready_pods = match listed {
+            Ok(Ok(pods)) => ready::ready_pods(&pods).into_iter().collect(),
+            Ok(Err(e)) => {
+                warn!(error = %e, "cannot list the node's pods; their readiness will not be waited for");
+                Vec::new()
             }
-            (old, new) => {
-                warn!(old = ?old.as_ref().err(), new = ?new.err(), "cannot compare the policies of the old and new config; no state file cleared");
+            Err(_) => {
+                warn!(timeout = ?POD_LIST_TIMEOUT, "no pod list in time; their readiness will not be waited for");
+                Vec::new()
             }
-        }
+        };
+        let a = Assigned { ready_pods, ..a };
         self.set_phase(&a, ApplyPhase::Written)?;
         if Self::in_flight_is_desired(o, &a.checkpoint.config) {
             let wanted = Self::transitional(
@@ -892,24 +1055,30 @@ impl Driver {
         write_atomic(&self.target_file, payload).map_err(io("write", &self.target_file))
     }
 
+    /// Restarts the kubelet: `Written` -> `Restarted`. The state files the apply lists are
+    /// removed once more first: the kubelet that ran until now may have written them
+    /// back under its old policy since the write (see [`Driver::write`]), for instance
+    /// while this agent was down between the two steps. When this step is redone after a
+    /// crash that followed the restart itself, the file removed is the one the new
+    /// kubelet just created; it creates it again, losing only what the policy change
+    /// discards anyway.
     #[instrument(skip_all)]
     async fn restart(&mut self, node: &Node, o: &Observed) -> Result<(), AgentError> {
         let a = self.in_flight()?;
-        match ready::pods_on(&self.client, &self.config.node_name).await {
-            Ok(pods) => {
-                self.memory.pods_before =
-                    Some((a.checkpoint.config.clone(), ready::ready_pods(&pods)));
-            }
-            Err(e) => {
-                warn!(error = %e, "cannot list the node's pods; their readiness will not be waited for");
-                self.memory.pods_before = None;
-            }
+        if let Some(names) = a.state_files.as_deref()
+            && !names.is_empty()
+        {
+            let root_dir = self.kubelet_root_dir();
+            self.remove_state_files(names, &root_dir)?;
         }
         let result = self.kubelet.restart().await;
         let next = self.set_phase(&a, ApplyPhase::Restarted)?;
         if let Err(e) = result {
-            let why = format!("failed to restart the kubelet: {}", chain(&e));
-            error!(reason = %why, "restart failed");
+            let why = cap(
+                &format!("failed to restart the kubelet: {}", brief(&e)),
+                MAX_REASON,
+            );
+            error!(reason = %why, error = %chain(&e), "restart failed");
             self.memory.verification = Some(VerifyFailure {
                 config: next.checkpoint.config.clone(),
                 since: next.since,
@@ -933,13 +1102,21 @@ impl Driver {
         Ok(())
     }
 
+    /// Verifies the kubelet runs the assigned config: `Restarted` -> `Verified`, or a
+    /// [`VerifyFailure`]. healthz answers and configz shows the config (without a configz
+    /// URL: the file read back is the one written), by the deadline; the Node is Ready
+    /// by the same deadline; then the pods recorded as Ready before the restart get up to
+    /// the health timeout to be Ready again (never a failure).
     #[instrument(skip_all, fields(deadline))]
     async fn verify(&mut self, node: &Node, o: &Observed, deadline: u64) -> Result<(), AgentError> {
         let a = self.in_flight()?;
         let budget = Duration::from_secs(deadline.saturating_sub(unix_now()).max(1));
         let timeout_text = human(o.health_timeout);
         let fail = |this: &mut Self, detail: String| {
-            let reason = format!("{} within {timeout_text}: {detail}", reason::UNHEALTHY);
+            let reason = cap(
+                &format!("{} within {timeout_text}: {detail}", reason::UNHEALTHY),
+                MAX_REASON,
+            );
             warn!(config = %a.checkpoint.config, %reason, "verification failed");
             this.memory.verification = Some(VerifyFailure {
                 config: a.checkpoint.config.clone(),
@@ -958,16 +1135,27 @@ impl Driver {
         if let Err(e) = self.kubelet.wait_ready(&expected, budget).await {
             let mut detail = match e {
                 KubeletError::NotReady { last, .. } => last,
-                other => chain(&other),
+                other => brief(&other),
             };
+            // What the kubelet (or the node controller) says on the Node: on a kubelet
+            // that exited, its reason.
             if let Some(n) = self.node()
                 && let Some((status, message)) = ready::node_ready(&n)
                 && status != "True"
                 && !message.is_empty()
             {
-                detail = format!("{detail}; node Ready={status}: {message}");
+                detail = format!(
+                    "{detail}; node Ready={status}: {}",
+                    cap(&message, MAX_NODE_MESSAGE)
+                );
             }
             fail(self, detail);
+            return Ok(());
+        }
+        if self.config.configz_url.is_none()
+            && let Some(why) = self.read_back(&a.checkpoint)?
+        {
+            fail(self, why);
             return Ok(());
         }
         // The Node Ready again, by the same deadline.
@@ -975,14 +1163,17 @@ impl Driver {
             tokio::time::Instant::now() + Duration::from_secs(deadline.saturating_sub(unix_now()));
         loop {
             let current = self.fresh_node();
-            if current.as_ref().is_some_and(ready::is_node_ready) {
+            let Some(current) = current else {
+                // Deleted: nothing to verify against. The phase stays `Restarted`, and the
+                // main loop waits for the Node to come back (see `Driver::run`).
+                return Ok(());
+            };
+            if ready::is_node_ready(&current) {
                 break;
             }
             if tokio::time::Instant::now() >= end {
-                let why = current
-                    .as_ref()
-                    .and_then(ready::node_ready)
-                    .map(|(s, m)| format!("node Ready={s}: {m}"))
+                let why = ready::node_ready(&current)
+                    .map(|(s, m)| format!("node Ready={s}: {}", cap(&m, MAX_NODE_MESSAGE)))
                     .unwrap_or_else(|| "the node has no Ready condition".into());
                 fail(self, why);
                 return Ok(());
@@ -992,12 +1183,11 @@ impl Driver {
                 _ = tokio::time::sleep_until(end) => {}
             }
         }
-        // The pods that were Ready before, for up to the health timeout; never a failure.
+        // The pods that were Ready before the restart (recorded in `meta/assigned`, so a
+        // restarted agent waits for them too), for up to the health timeout.
         let mut pod_note = None;
-        if let Some((config, before)) = self.memory.pods_before.take()
-            && config == a.checkpoint.config
-            && !before.is_empty()
-        {
+        if !a.ready_pods.is_empty() {
+            let before: BTreeSet<String> = a.ready_pods.iter().cloned().collect();
             let end = tokio::time::Instant::now() + Duration::from_secs(o.health_timeout);
             loop {
                 let unready = match ready::pods_on(&self.client, &self.config.node_name).await {
@@ -1011,16 +1201,24 @@ impl Driver {
                     break;
                 }
                 if tokio::time::Instant::now() >= end {
-                    pod_note = Some(format!(
-                        "pods Ready before the restart and not Ready {} after it: {}",
-                        human(o.health_timeout),
-                        unready.join(", ")
+                    pod_note = Some(cap(
+                        &format!(
+                            "pods Ready before the restart and not Ready {} after it: {}",
+                            human(o.health_timeout),
+                            unready.join(", ")
+                        ),
+                        MAX_REASON,
                     ));
                     break;
                 }
                 tokio::time::sleep(POD_POLL).await;
             }
         }
+        // The recorded pods have served their purpose.
+        let a = Assigned {
+            ready_pods: Vec::new(),
+            ..a
+        };
         let done = self.set_phase(&a, ApplyPhase::Verified)?;
         self.memory.verification = None;
         let config = done.checkpoint.config.clone();
@@ -1099,12 +1297,12 @@ impl Driver {
                 )
                 .await;
         }
-        self.store.set_assigned(&Assigned {
-            checkpoint: target,
-            phase: ApplyPhase::Checkpointed,
-            since: unix_now(),
-            previous: Some(failed.checkpoint.clone()),
-        })?;
+        self.store.set_assigned(&Assigned::new(
+            target,
+            ApplyPhase::Checkpointed,
+            unix_now(),
+            Some(failed.checkpoint.clone()),
+        ))?;
         self.memory.verification = None;
         let took = self.memory.apply_started.take().map(|(_, t)| t.elapsed());
         self.metrics.applied(Outcome::RolledBack, took);
@@ -1136,7 +1334,14 @@ impl Driver {
             .event(node, EventType::Warning, event_reason::DRIFT, &message)
             .await;
         self.metrics.drift_restored();
-        self.set_phase(&a, ApplyPhase::Checkpointed)?;
+        // A new write: the state files are decided again against the file as it is now,
+        // and the pods are recorded again.
+        let again = Assigned {
+            state_files: None,
+            ready_pods: Vec::new(),
+            ..a.clone()
+        };
+        self.set_phase(&again, ApplyPhase::Checkpointed)?;
         if Self::in_flight_is_desired(o, &a.checkpoint.config) {
             let note = match self.memory.notes.get(&a.checkpoint.config) {
                 Some(prev) => format!("{prev}; {message}"),

@@ -3,7 +3,7 @@
 //! seat (immutable ConfigMaps, desired-config annotations).
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node};
@@ -11,24 +11,33 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use kubelet_gitops_core::protocol::{self, DESIRED_CONFIG, HEALTH_TIMEOUT, LKG_GRACE};
-use kubelet_gitops_sim::cluster::{Sim, SimConfig};
+use kubelet_gitops_sim::cluster::{Sim, SimConfig, node_root};
 use kubelet_gitops_sim::inventory::Inventory;
 use kubelet_gitops_sim::kubelet::{HttpTarget, KubeletOptions};
 use kubelet_gitops_sim::resources::kinds;
+use kubelet_gitops_sim::store::WriteOptions;
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
 pub const NODE: &str = "w1";
 pub const NAMESPACE: &str = "kubelet-gitops";
 
-/// One node; its kubelet runs with `--max-pods=50` on the command line.
-const INVENTORY: &str = "\
+/// One node; its kubelet runs with `--max-pods=50` on the command line, and with its
+/// `--root-dir` (where its state files live) under the node's root in `sim_dir`, so the
+/// agent never touches this machine's /var/lib/kubelet.
+fn inventory(sim_dir: &Path) -> String {
+    let root_dir = node_root(sim_dir, NODE).join("var/lib/kubelet");
+    format!(
+        "\
 nodes:
   - name: w1
-    labels: {node.kubernetes.io/pool: general}
-    capacity: {cpu: \"8\", memory: 32Gi, ephemeral-storage: 100Gi, pods: \"110\"}
-    kubeletFlags: \"--max-pods=50 --node-ip=10.0.0.5\"
-";
+    labels: {{node.kubernetes.io/pool: general}}
+    capacity: {{cpu: \"8\", memory: 32Gi, ephemeral-storage: 100Gi, pods: \"110\"}}
+    kubeletFlags: \"--max-pods=50 --node-ip=10.0.0.5 --root-dir={}\"
+",
+        root_dir.display()
+    )
+}
 
 /// The sim's own config.yaml for the node, which a pool config typically restates.
 pub const BASE_CONFIG: &str = "\
@@ -74,9 +83,10 @@ impl Harness {
     pub async fn start() -> Harness {
         init_tracing();
         let dir = tempfile::tempdir().expect("tempdir");
+        let sim_dir = dir.path().join("sim");
         let inventory =
-            Inventory::parse("inventory.yaml", INVENTORY.as_bytes()).expect("inventory");
-        let mut config = SimConfig::new(inventory, dir.path().join("sim"));
+            Inventory::parse("inventory.yaml", inventory(&sim_dir).as_bytes()).expect("inventory");
+        let mut config = SimConfig::new(inventory, sim_dir);
         config.kubelet = KubeletOptions {
             start_delay: Duration::from_millis(50),
             not_ready_delay: Duration::from_millis(500),
@@ -118,6 +128,16 @@ impl Harness {
 
     pub fn config_file(&self) -> PathBuf {
         self.root().join("var/lib/kubelet/config.yaml")
+    }
+
+    /// The kubelet's `--root-dir`, where its state files live.
+    pub fn kubelet_root_dir(&self) -> PathBuf {
+        self.root().join("var/lib/kubelet")
+    }
+
+    /// The kubelet's `--config-dir`.
+    pub fn drop_in_dir(&self) -> PathBuf {
+        self.root().join("etc/kubernetes/kubelet.conf.d")
     }
 
     pub fn checkpoint_dir(&self) -> PathBuf {
@@ -162,17 +182,71 @@ impl Harness {
         ]
     }
 
+    /// [`Harness::agent_args`] in drop-in mode: the agent writes its drop-in into the
+    /// kubelet's `--config-dir` and leaves `config.yaml` alone.
+    pub fn drop_in_args(&self) -> Vec<String> {
+        self.agent_args()
+            .into_iter()
+            .filter(|a| !a.starts_with("--kubelet-config="))
+            .map(|a| {
+                if a == "--mode=replace" {
+                    "--mode=drop-in".to_string()
+                } else {
+                    a
+                }
+            })
+            .chain([format!("--drop-in-dir={}", self.drop_in_dir().display())])
+            .collect()
+    }
+
     /// Starts the agent in-process with [`Harness::agent_args`] plus `extra`.
     pub fn start_agent(&mut self, extra: &[&str]) {
-        use clap::Parser;
         let mut args = self.agent_args();
         args.extend(extra.iter().map(|s| s.to_string()));
+        self.start_agent_with(args);
+    }
+
+    /// Starts the agent in-process with exactly `args` (the program name first).
+    pub fn start_agent_with(&mut self, args: Vec<String>) {
+        use clap::Parser;
         let config = node_agent::Args::try_parse_from(args)
             .expect("args parse")
             .into_config()
             .expect("valid config");
         assert!(self.agent.is_none(), "one agent at a time");
         self.agent = Some(tokio::spawn(node_agent::run(config)));
+    }
+
+    /// Whether the in-process agent is still running (it never returns by itself).
+    pub fn agent_running(&self) -> bool {
+        self.agent.as_ref().is_some_and(|t| !t.is_finished())
+    }
+
+    /// `meta/assigned`'s value as JSON (`Null` when absent), read without opening the
+    /// store (whose `open` tidies the directory, which must not race the agent).
+    pub fn assigned(&self) -> Value {
+        std::fs::read_to_string(self.checkpoint_dir().join("meta/assigned"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .map(|v| v["value"].clone())
+            .unwrap_or(Value::Null)
+    }
+
+    /// Waits until `meta/assigned` names `config` in `phase`; polls every millisecond so
+    /// that a test can act between two phases.
+    pub async fn wait_phase(&self, config: &str, phase: &str) -> Value {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let a = self.assigned();
+            if a["checkpoint"]["config"] == config && a["phase"] == phase {
+                return a;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "meta/assigned never reached {phase} for {config}: {a}"
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
     }
 
     /// Stops the agent abruptly (its future is dropped at its next await).
@@ -228,6 +302,26 @@ impl Harness {
             .patch(NODE, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .expect("node patched");
+    }
+
+    /// Creates or replaces pod `default/<name>` on the node, Ready or not, in the sim's
+    /// store (over the sim's API pods are read-only: their status is the kubelet's).
+    pub fn put_pod(&self, name: &str, ready: bool) {
+        let pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"nodeName": NODE, "containers": [{"name": "app", "image": "app:1"}]},
+            "status": {"phase": "Running", "conditions": [
+                {"type": "Ready", "status": if ready { "True" } else { "False" }},
+            ]},
+        });
+        let store = self.sim.store();
+        let opts = WriteOptions::default();
+        let result = match store.get(kinds::pods(), Some("default"), name) {
+            Ok(_) => store.update(kinds::pods(), Some("default"), name, None, pod, &opts),
+            Err(_) => store.create(kinds::pods(), Some("default"), pod, &opts),
+        };
+        result.expect("pod stored");
     }
 
     /// The Node from the sim's store.
