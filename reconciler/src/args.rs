@@ -8,10 +8,45 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
-use crate::controller::{KubeSource, RunConfig};
+use crate::controller::{KubeSource, RunConfig, StatusBackendConfig, StatusConfig};
 use crate::git::{GitAuth, GitConfig};
 use crate::leader::LeaseConfig;
 use crate::render::RenderOptions;
+use crate::status::{GitHubConfig, GitLabConfig, GitLabProject, GiteaConfig};
+
+/// GitLab's SaaS instance, the default `--forge-url` for GitLab.
+pub const GITLAB_URL: &str = "https://gitlab.com";
+
+/// Where commit statuses go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum StatusBackendKind {
+    /// git notes on refs/notes/kubelet-gitops in the config repository, pushed to it with
+    /// the git credentials (`git log --notes=kubelet-gitops` shows them). No forge needed.
+    #[default]
+    Notes,
+    /// GitHub or GitHub Enterprise Server commit statuses.
+    #[value(name = "github")]
+    GitHub,
+    /// GitLab commit statuses.
+    #[value(name = "gitlab")]
+    GitLab,
+    /// Gitea or Forgejo commit statuses.
+    Gitea,
+    /// No commit statuses.
+    None,
+}
+
+impl StatusBackendKind {
+    fn flag_value(self) -> &'static str {
+        match self {
+            StatusBackendKind::Notes => "notes",
+            StatusBackendKind::GitHub => "github",
+            StatusBackendKind::GitLab => "gitlab",
+            StatusBackendKind::Gitea => "gitea",
+            StatusBackendKind::None => "none",
+        }
+    }
+}
 
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
@@ -233,9 +268,96 @@ pub struct RunArgs {
     pub log: String,
 
     /// Fetch, render, publish and reconcile once, then exit (for CI and tests): exit 0 if
-    /// the commit applied, 1 if it does not validate, 2 on any other failure.
+    /// the commit applied, 1 if it does not validate, 2 on any other failure. Posts the
+    /// commit statuses of that one round; reviews nothing.
     #[arg(long, env = "KUBELET_GITOPS_ONCE", help_heading = "Running")]
     pub once: bool,
+
+    /// Where commit statuses go: per pool `kubelet-gitops/<pool>` on the commit that
+    /// produced its ConfigMap (pending with progress, success, failure naming the node),
+    /// `kubelet-gitops` for the whole commit (error when it does not validate). `notes`
+    /// writes git notes in the config repository and pushes them to it when it accepts
+    /// pushes; github, gitlab and gitea post to the forge's commit-status API and need
+    /// --forge-repo and --forge-token-file.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "BACKEND",
+        env = "KUBELET_GITOPS_STATUS_BACKEND",
+        default_value = "notes",
+        help_heading = "Commit statuses"
+    )]
+    pub status_backend: StatusBackendKind,
+
+    /// The forge's API base: GitHub's is https://api.github.com (GitHub Enterprise
+    /// Server: https://HOST/api/v3); for GitLab (default https://gitlab.com) and Gitea
+    /// (required) the instance's URL, without /api/....
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "KUBELET_GITOPS_FORGE_URL",
+        help_heading = "Commit statuses"
+    )]
+    pub forge_url: Option<String>,
+
+    /// The repository on the forge: OWNER/REPO on GitHub and Gitea; on GitLab the
+    /// project's numeric id or its full path (group/subgroup/project).
+    #[arg(
+        long,
+        value_name = "REPO",
+        env = "KUBELET_GITOPS_FORGE_REPO",
+        help_heading = "Commit statuses"
+    )]
+    pub forge_repo: Option<String>,
+
+    /// A file holding the forge token, read at every request (a rotated Secret is picked
+    /// up). GitHub: "Commit statuses: write" (and "Pull requests: write" for --comment);
+    /// GitLab: the api scope; Gitea: write:repository (and write:issue for --comment).
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "KUBELET_GITOPS_FORGE_TOKEN_FILE",
+        help_heading = "Commit statuses"
+    )]
+    pub forge_token_file: Option<PathBuf>,
+
+    /// A link shown next to every status, such as a dashboard of the rollout.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "KUBELET_GITOPS_STATUS_TARGET_URL",
+        help_heading = "Commit statuses"
+    )]
+    pub status_target_url: Option<String>,
+
+    /// Also fetch pull-request heads (refs/pull/*/head on GitHub and Gitea,
+    /// refs/merge-requests/*/head on GitLab, both with notes), plan each new or moved
+    /// head against the applied commit of the branch (from their merge base) for the
+    /// cluster's nodes, and post a kubelet-gitops/plan status on it. Nothing of a
+    /// pull request is ever applied.
+    #[arg(long, env = "KUBELET_GITOPS_REVIEW", help_heading = "Commit statuses")]
+    pub review: bool,
+
+    /// With --review, also post the Markdown plan as a pull-request comment, updated in
+    /// place on later pushes (never a second one). Needs a forge backend.
+    #[arg(
+        long,
+        env = "KUBELET_GITOPS_COMMENT",
+        requires = "review",
+        help_heading = "Commit statuses"
+    )]
+    pub comment: bool,
+
+    /// With --review, pull-request heads whose commit is older than this are not
+    /// reviewed (forges keep the heads of closed pull requests forever).
+    #[arg(
+        long,
+        value_name = "DURATION",
+        env = "KUBELET_GITOPS_REVIEW_MAX_AGE",
+        default_value = "30days",
+        help_heading = "Commit statuses"
+    )]
+    pub review_max_age: humantime::Duration,
 }
 
 /// An option that does not make sense.
@@ -258,6 +380,27 @@ pub enum ArgsError {
     Interval(humantime::Duration),
     #[error("--webhook-secret-file needs the admin port (--admin-addr is off)")]
     WebhookWithoutAdmin,
+    #[error("--status-backend {backend} needs {flag}")]
+    ForgeOptionMissing {
+        backend: &'static str,
+        flag: &'static str,
+    },
+    #[error("{flag} is only used with --status-backend github, gitlab or gitea (it is {backend})")]
+    ForgeOptionUnused {
+        backend: &'static str,
+        flag: &'static str,
+    },
+    #[error("--forge-repo {value:?}: {backend} wants OWNER/REPO")]
+    ForgeRepo {
+        backend: &'static str,
+        value: String,
+    },
+    #[error("{flag} {value:?}: expected an http:// or https:// URL")]
+    Url { flag: &'static str, value: String },
+    #[error("--review needs a status backend (--status-backend is none)")]
+    ReviewWithoutBackend,
+    #[error("--comment needs a forge (github, gitlab or gitea): {backend} has no pull requests")]
+    CommentWithoutForge { backend: &'static str },
 }
 
 /// An absolute form of `path` (relative to the working directory), checked to exist.
@@ -299,7 +442,27 @@ impl RunArgs {
             log_format: _,
             log: _,
             once,
+            status_backend,
+            forge_url,
+            forge_repo,
+            forge_token_file,
+            status_target_url,
+            review,
+            comment,
+            review_max_age,
         } = self;
+        let status = status_config(
+            status_backend,
+            ForgeArgs {
+                url: forge_url,
+                repo: forge_repo,
+                token_file: forge_token_file,
+            },
+            status_target_url,
+            review,
+            comment,
+            review_max_age.into(),
+        )?;
 
         let auth = match (token_file, ssh_key_file, known_hosts_file) {
             (Some(token), None, None) => GitAuth::Token {
@@ -378,8 +541,132 @@ impl RunArgs {
         config.admin_addr = admin_addr;
         config.webhook_secret_file = webhook_secret;
         config.once = once;
+        config.status = status;
         Ok(config)
     }
+}
+
+/// The `--forge-*` options.
+struct ForgeArgs {
+    url: Option<String>,
+    repo: Option<String>,
+    token_file: Option<PathBuf>,
+}
+
+/// Whether `url` is an http(s) URL with a host.
+fn http_url(flag: &'static str, url: &str) -> Result<String, ArgsError> {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"));
+    match rest {
+        Some(rest) if !rest.is_empty() && !rest.starts_with('/') => Ok(url.to_string()),
+        _ => Err(ArgsError::Url {
+            flag,
+            value: url.to_string(),
+        }),
+    }
+}
+
+/// The commit-status options, checked against each other.
+fn status_config(
+    kind: StatusBackendKind,
+    forge: ForgeArgs,
+    target_url: Option<String>,
+    review: bool,
+    comment: bool,
+    review_max_age: Duration,
+) -> Result<StatusConfig, ArgsError> {
+    let name = kind.flag_value();
+    let ForgeArgs {
+        url,
+        repo,
+        token_file,
+    } = forge;
+    let backend = match kind {
+        StatusBackendKind::Notes | StatusBackendKind::None => {
+            for (flag, given) in [
+                ("--forge-url", url.is_some()),
+                ("--forge-repo", repo.is_some()),
+                ("--forge-token-file", token_file.is_some()),
+            ] {
+                if given {
+                    return Err(ArgsError::ForgeOptionUnused {
+                        backend: name,
+                        flag,
+                    });
+                }
+            }
+            if kind == StatusBackendKind::None {
+                StatusBackendConfig::None
+            } else {
+                StatusBackendConfig::Notes
+            }
+        }
+        StatusBackendKind::GitHub | StatusBackendKind::GitLab | StatusBackendKind::Gitea => {
+            let missing = |flag| ArgsError::ForgeOptionMissing {
+                backend: name,
+                flag,
+            };
+            let repo = repo
+                .filter(|r| !r.trim().is_empty())
+                .ok_or_else(|| missing("--forge-repo"))?;
+            let token_file = token_file.ok_or_else(|| missing("--forge-token-file"))?;
+            let token_file = existing("--forge-token-file", &token_file)?;
+            let url = url.map(|u| http_url("--forge-url", &u)).transpose()?;
+            let owner_repo = || match repo.trim().trim_matches('/').split_once('/') {
+                Some((owner, name))
+                    if !owner.is_empty() && !name.is_empty() && !name.contains('/') =>
+                {
+                    Ok((owner.to_string(), name.to_string()))
+                }
+                _ => Err(ArgsError::ForgeRepo {
+                    backend: name,
+                    value: repo.clone(),
+                }),
+            };
+            match kind {
+                StatusBackendKind::GitHub => {
+                    let (owner, name) = owner_repo()?;
+                    let config = GitHubConfig::new(owner, name, token_file);
+                    StatusBackendConfig::GitHub(match url {
+                        Some(u) => config.with_api_url(u),
+                        None => config,
+                    })
+                }
+                StatusBackendKind::GitLab => StatusBackendConfig::GitLab(GitLabConfig {
+                    url: url.unwrap_or_else(|| GITLAB_URL.to_string()),
+                    project: GitLabProject::parse(&repo),
+                    token_file,
+                }),
+                _ => {
+                    let (owner, name) = owner_repo()?;
+                    StatusBackendConfig::Gitea(GiteaConfig {
+                        url: url.ok_or_else(|| missing("--forge-url"))?,
+                        owner,
+                        repo: name,
+                        token_file,
+                    })
+                }
+            }
+        }
+    };
+    if review && kind == StatusBackendKind::None {
+        return Err(ArgsError::ReviewWithoutBackend);
+    }
+    if comment && matches!(kind, StatusBackendKind::Notes | StatusBackendKind::None) {
+        return Err(ArgsError::CommentWithoutForge { backend: name });
+    }
+    let target_url = target_url
+        .map(|u| http_url("--status-target-url", &u))
+        .transpose()?;
+    Ok(StatusConfig {
+        backend,
+        target_url,
+        review,
+        comment,
+        review_max_age,
+        ..StatusConfig::default()
+    })
 }
 
 #[cfg(test)]
@@ -467,6 +754,128 @@ mod tests {
             .unwrap()
             .into_config();
         assert!(matches!(fast, Err(ArgsError::Interval(_))));
+    }
+
+    #[test]
+    fn status_options() {
+        let dir = tempfile::tempdir().unwrap();
+        let token = dir.path().join("forge-token");
+        std::fs::write(&token, "t0k3n\n").unwrap();
+        let token = token.to_str().unwrap();
+        let config = |args: &[&str]| {
+            let mut all = vec!["--repo-url", "file:///srv/repo"];
+            all.extend_from_slice(args);
+            parse(&all).map(|a| a.into_config())
+        };
+
+        let c = config(&[]).unwrap().unwrap();
+        assert!(matches!(c.status.backend, StatusBackendConfig::Notes));
+        assert!(!c.status.review && !c.status.comment);
+        assert!(c.git.extra_refspecs.is_empty());
+
+        let c = config(&[
+            "--status-backend",
+            "github",
+            "--forge-repo",
+            "acme/fleet",
+            "--forge-token-file",
+            token,
+            "--review",
+            "--comment",
+            "--status-target-url",
+            "https://grafana.example.com/d/kubelet",
+        ])
+        .unwrap()
+        .unwrap();
+        let StatusBackendConfig::GitHub(gh) = &c.status.backend else {
+            panic!("{:?}", c.status.backend)
+        };
+        assert_eq!(
+            (gh.api_url.as_str(), gh.owner.as_str(), gh.repo.as_str()),
+            ("https://api.github.com", "acme", "fleet")
+        );
+        assert!(gh.token_file.is_absolute());
+        assert!(c.status.review && c.status.comment);
+        assert_eq!(
+            c.status.target_url.as_deref(),
+            Some("https://grafana.example.com/d/kubelet")
+        );
+        assert_eq!(
+            c.status.backend.review_refspecs(),
+            ["+refs/pull/*/head:refs/pull/*/head"]
+        );
+        assert_eq!(c.status.review_max_age, Duration::from_secs(30 * 24 * 3600));
+
+        let c = config(&[
+            "--status-backend",
+            "gitlab",
+            "--forge-repo",
+            "platform/k8s/fleet",
+            "--forge-token-file",
+            token,
+        ])
+        .unwrap()
+        .unwrap();
+        let StatusBackendConfig::GitLab(gl) = &c.status.backend else {
+            panic!("{:?}", c.status.backend)
+        };
+        assert_eq!(gl.url, GITLAB_URL);
+        assert_eq!(gl.project, GitLabProject::Path("platform/k8s/fleet".into()));
+        assert_eq!(
+            c.status.backend.review_refspecs(),
+            ["+refs/merge-requests/*/head:refs/merge-requests/*/head"]
+        );
+
+        let c = config(&[
+            "--status-backend",
+            "gitea",
+            "--forge-url",
+            "https://git.example.com",
+            "--forge-repo",
+            "ops/fleet",
+            "--forge-token-file",
+            token,
+        ])
+        .unwrap()
+        .unwrap();
+        assert!(matches!(c.status.backend, StatusBackendConfig::Gitea(_)));
+
+        let err = |args: &[&str]| config(args).unwrap().unwrap_err().to_string();
+        assert_eq!(
+            err(&["--status-backend", "github", "--forge-token-file", token]),
+            "--status-backend github needs --forge-repo"
+        );
+        assert_eq!(
+            err(&[
+                "--status-backend",
+                "gitea",
+                "--forge-repo",
+                "a/b",
+                "--forge-token-file",
+                token
+            ]),
+            "--status-backend gitea needs --forge-url"
+        );
+        assert!(
+            err(&[
+                "--status-backend",
+                "github",
+                "--forge-repo",
+                "a/b/c",
+                "--forge-token-file",
+                token
+            ])
+            .contains("wants OWNER/REPO")
+        );
+        assert!(err(&["--forge-repo", "a/b"]).contains("only used with"));
+        assert!(err(&["--review", "--comment"]).contains("--comment needs a forge"));
+        assert!(err(&["--status-backend", "none", "--review"]).contains("--review needs"));
+        assert!(err(&["--status-target-url", "dash"]).contains("http"));
+        assert!(
+            config(&["--comment"]).is_err(),
+            "--comment requires --review"
+        );
+        assert!(config(&["--status-backend", "bitbucket"]).is_err());
     }
 
     #[test]

@@ -26,12 +26,18 @@
 //! - **A commit that does not validate applies nothing**: its errors are logged once,
 //!   kept in [`SyncState::rejected`] (for `/readyz` and commit statuses), and the last
 //!   valid commit stays in force.
+//! - **Commit statuses** ([`statuses`]) are posted by their own task from the
+//!   [`SyncState`] channel, and pull-request heads are reviewed by another
+//!   ([`crate::review`]): neither ever holds up the loop, and neither writes to the
+//!   cluster.
 
 pub mod api;
 mod observe;
 mod reconcile;
 mod state;
+pub mod statuses;
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -46,6 +52,8 @@ use crate::git::{self, CommitSource, GitConfig, GitError, PollEvent, Poller};
 use crate::leader::{LeaderElector, LeaderStatus, LeaseConfig};
 use crate::metrics::{Metrics, ReconcileResult};
 use crate::render::{RenderOptions, RepoError, render_repo};
+use crate::review::{ReviewConfig, Reviewer};
+use crate::status::{StatusError, StatusWriter};
 use crate::webhook::{self, WebhookConfig};
 
 pub use api::RetryPolicy;
@@ -53,6 +61,9 @@ pub use reconcile::ReconcileError;
 pub use state::{
     AppliedCommit, PoolDetail, ReadyDetail, RejectedCommit, RejectedDetail, Role, SyncState,
 };
+pub use statuses::{StatusBackendConfig, StatusConfig, commit_statuses};
+
+pub(crate) use statuses::count_delivery;
 
 use observe::{ConfigMapStore, NodeStore};
 use reconcile::{Desired, Reconciler};
@@ -99,6 +110,8 @@ pub struct RunConfig {
     pub write_concurrency: usize,
     /// Backoff after a failed reconcile: first wait, and longest.
     pub failure_backoff: (Duration, Duration),
+    /// Commit statuses and pull-request review (default: git notes, no review).
+    pub status: StatusConfig,
 }
 
 impl RunConfig {
@@ -120,6 +133,7 @@ impl RunConfig {
             retry: RetryPolicy::default(),
             write_concurrency: 16,
             failure_backoff: (Duration::from_secs(1), Duration::from_secs(60)),
+            status: StatusConfig::default(),
         }
     }
 }
@@ -158,6 +172,12 @@ pub enum RunError {
     CommitUnreadable { commit: String, cache: PathBuf },
     #[error("the controller task failed: {0}")]
     Task(String),
+    #[error("cannot set up commit statuses ({backend})")]
+    Status {
+        backend: &'static str,
+        #[source]
+        source: StatusError,
+    },
 }
 
 impl RunError {
@@ -268,9 +288,23 @@ pub async fn start(config: RunConfig) -> Result<RunningController, RunError> {
 
 /// [`start`] with a client built elsewhere.
 pub async fn start_with_client(
-    config: RunConfig,
+    mut config: RunConfig,
     client: kube::Client,
 ) -> Result<RunningController, RunError> {
+    if config.status.review && !config.once {
+        // The forge's pull-request heads are fetched with the branch.
+        for refspec in config.status.backend.review_refspecs() {
+            if !config.git.extra_refspecs.contains(&refspec) {
+                config.git.extra_refspecs.push(refspec);
+            }
+        }
+    }
+    let writer = statuses::writer(&config.status, &config.git)
+        .await
+        .map_err(|source| RunError::Status {
+            backend: config.status.backend.name(),
+            source,
+        })?;
     let metrics = Arc::new(Metrics::new());
     let shutdown = CancellationToken::new();
     let role = if config.leader.is_some() {
@@ -308,6 +342,7 @@ pub async fn start_with_client(
     let controller = Controller {
         config,
         client,
+        writer,
         metrics: metrics.clone(),
         sync: sync_tx,
         shutdown: shutdown.clone(),
@@ -346,6 +381,8 @@ impl WriteGate {
 struct Controller {
     config: RunConfig,
     client: kube::Client,
+    /// Where commit statuses and review go (`None`: nowhere).
+    writer: Option<Arc<StatusWriter>>,
     metrics: Arc<Metrics>,
     sync: watch::Sender<SyncState>,
     shutdown: CancellationToken,
@@ -423,6 +460,15 @@ impl Controller {
             shutdown: self.shutdown.clone(),
         };
 
+        // Commit statuses: their own task, reading the state channel; stopped last, so
+        // that it posts the final state.
+        let reporter_stop = CancellationToken::new();
+        let reporter = self.writer.clone().map(|writer| {
+            let reporter =
+                statuses::StatusReporter::new(writer, self.metrics.clone(), &self.config.status);
+            tokio::spawn(reporter.run(self.sync.subscribe(), reporter_stop.clone()))
+        });
+
         let result = if self.config.once {
             self.run_once(&nodes, &gate, &mut tasks).await
         } else {
@@ -433,6 +479,10 @@ impl Controller {
         elector_stop.cancel();
         if let Some(e) = elector {
             let _ = e.await;
+        }
+        reporter_stop.cancel();
+        if let Some(r) = reporter {
+            let _ = r.await;
         }
         result
     }
@@ -621,7 +671,7 @@ impl Controller {
                 let wrote = outcome.wrote;
                 self.update(|s| {
                     if wrote {
-                        s.applied = Some(desired.applied());
+                        s.applied = Some(desired.applied(outcome.sources.clone()));
                         s.ready = true;
                     }
                     s.last_error = None;
@@ -657,6 +707,8 @@ impl Controller {
         tasks: &mut JoinSet<()>,
     ) -> Result<(), RunError> {
         let (poll_tx, mut poll_rx) = mpsc::channel(1);
+        // The pull-request heads of the last successful poll, for review.
+        let (heads_tx, heads_rx) = watch::channel(BTreeMap::new());
         let metrics = self.metrics.clone();
         let mut poller = Poller::new(
             self.config.git.clone(),
@@ -668,11 +720,45 @@ impl Controller {
         tasks.spawn(async move {
             loop {
                 let event = poller.next().await;
+                if !matches!(event, PollEvent::Unreachable { .. }) {
+                    heads_tx.send_if_modified(|heads| {
+                        let changed = heads != poller.extra_refs();
+                        if changed {
+                            heads.clone_from(poller.extra_refs());
+                        }
+                        changed
+                    });
+                }
                 if poll_tx.send(event).await.is_err() {
                     break;
                 }
             }
         });
+        if let Some(writer) = self.writer.clone().filter(|_| self.config.status.review) {
+            let store = nodes.clone();
+            let reviewer = Reviewer::new(
+                ReviewConfig {
+                    cache_dir: self.config.git.cache_dir.clone(),
+                    repo_url: self.config.git.url.clone(),
+                    branch: self.config.git.branch.clone(),
+                    render: self.config.render.clone(),
+                    comment: self.config.status.comment,
+                    target_url: self.config.status.target_url.clone(),
+                    max_age: self.config.status.review_max_age,
+                },
+                writer,
+                self.metrics.clone(),
+                Box::new(move || {
+                    store
+                        .state()
+                        .iter()
+                        .map(|m| observe::node_info(m))
+                        .collect()
+                }),
+                self.shutdown.child_token(),
+            );
+            tasks.spawn(reviewer.run(heads_rx, self.sync.subscribe()));
+        }
 
         if !self.wait_ready(nodes.wait_until_ready(), "nodes").await {
             return Ok(());

@@ -15,4 +15,4 @@ mod url;
 pub use commit::{CommitInfo, CommitSource, open_revision};
 pub use error::GitError;
 pub use poll::{Backoff, PollEvent, PollRecord, PollResult, Poller};
-pub use repo::{FetchOutcome, GitAuth, GitConfig, GitRepo};
+pub use repo::{FetchOutcome, GitAuth, GitConfig, GitRepo, remote_callbacks};

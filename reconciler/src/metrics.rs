@@ -19,6 +19,9 @@
 //! | `kubelet_gitops_configmaps_created_total` | counter | | ConfigMaps created |
 //! | `kubelet_gitops_configmaps_deleted_total` | counter | | ConfigMaps garbage-collected |
 //! | `kubelet_gitops_leader` | gauge | | 1 while this replica holds the lease (always 1 without `--leader-elect`) |
+//! | `kubelet_gitops_status_posts_total` | counter | `result` | commit statuses sent: `ok` (the forge took it), `queued` (forge down or rate limited: in the outbox), `rejected` (refused for good); unchanged ones are not sent |
+//! | `kubelet_gitops_status_outbox` | gauge | | statuses waiting in the outbox for the forge to come back |
+//! | `kubelet_gitops_reviews_total` | counter | `result` | pull-request heads reviewed: `planned`, `invalid` (the head does not validate), `skipped` (older than `--review-max-age`), `failed` (the head could not be read) |
 //!
 //! Pool series are replaced as a whole each reconcile: a pool removed from the repository
 //! stops being exported.
@@ -69,6 +72,51 @@ struct ApiErrorLabels {
     code: u16,
 }
 
+/// What happened to one commit status sent to the forge, for `status_posts_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusPostResult {
+    /// The forge took it.
+    Ok,
+    /// Not delivered yet: it waits in the outbox.
+    Queued,
+    /// Refused for good (bad token, unknown repository, invalid field).
+    Rejected,
+}
+
+impl StatusPostResult {
+    fn as_str(self) -> &'static str {
+        match self {
+            StatusPostResult::Ok => "ok",
+            StatusPostResult::Queued => "queued",
+            StatusPostResult::Rejected => "rejected",
+        }
+    }
+}
+
+/// How the review of one pull-request head ended, for `reviews_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReviewResult {
+    /// Planned; the plan status was posted.
+    Planned,
+    /// The head does not validate; an `error` status was posted.
+    Invalid,
+    /// Older than the review's maximum age: left alone.
+    Skipped,
+    /// The head could not be read from the git cache.
+    Failed,
+}
+
+impl ReviewResult {
+    fn as_str(self) -> &'static str {
+        match self {
+            ReviewResult::Planned => "planned",
+            ReviewResult::Invalid => "invalid",
+            ReviewResult::Skipped => "skipped",
+            ReviewResult::Failed => "failed",
+        }
+    }
+}
+
 /// The outcome of one reconcile, for `reconciles_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReconcileResult {
@@ -117,6 +165,9 @@ pub struct Metrics {
     configmaps_created: Counter,
     configmaps_deleted: Counter,
     leader: Gauge,
+    status_posts: Family<ResultLabels, Counter>,
+    status_outbox: Gauge,
+    reviews: Family<ResultLabels, Counter>,
     /// Pools exported by the last [`Metrics::set_pools`], to retire removed ones.
     exported_pools: Mutex<BTreeSet<String>>,
 }
@@ -225,6 +276,24 @@ impl Metrics {
             "1 while this replica holds the leader lease (always 1 without leader election)",
             leader.clone(),
         );
+        let status_posts = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "status_posts",
+            "Commit statuses sent to the forge by result (ok, queued, rejected)",
+            status_posts.clone(),
+        );
+        let status_outbox = Gauge::default();
+        registry.register(
+            "status_outbox",
+            "Commit statuses waiting in the outbox for the forge",
+            status_outbox.clone(),
+        );
+        let reviews = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "reviews",
+            "Pull-request heads reviewed by result (planned, invalid, skipped, failed)",
+            reviews.clone(),
+        );
         Metrics {
             registry,
             pool_nodes,
@@ -243,6 +312,9 @@ impl Metrics {
             configmaps_created,
             configmaps_deleted,
             leader,
+            status_posts,
+            status_outbox,
+            reviews,
             exported_pools: Mutex::new(BTreeSet::new()),
         }
     }
@@ -312,6 +384,29 @@ impl Metrics {
     /// Sets whether this replica leads.
     pub fn set_leader(&self, leading: bool) {
         self.leader.set(i64::from(leading));
+    }
+
+    /// Counts a commit status sent to the forge.
+    pub fn status_posted(&self, result: StatusPostResult) {
+        self.status_posts
+            .get_or_create(&ResultLabels {
+                result: result.as_str(),
+            })
+            .inc();
+    }
+
+    /// Sets how many statuses wait in the outbox.
+    pub fn set_status_outbox(&self, queued: usize) {
+        self.status_outbox.set(count(queued));
+    }
+
+    /// Counts a reviewed pull-request head.
+    pub fn reviewed(&self, result: ReviewResult) {
+        self.reviews
+            .get_or_create(&ResultLabels {
+                result: result.as_str(),
+            })
+            .inc();
     }
 
     /// Replaces every pool series with `reports`, and the overlap count.
@@ -446,6 +541,10 @@ mod tests {
             received_bytes: 0,
         });
         m.api_error("patch", "nodes", 500);
+        m.status_posted(StatusPostResult::Ok);
+        m.status_posted(StatusPostResult::Queued);
+        m.set_status_outbox(2);
+        m.reviewed(ReviewResult::Planned);
         {
             let mut t = m.reconcile_timer();
             t.set_result(ReconcileResult::Ok);
@@ -471,6 +570,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("kubelet_gitops_reconciles_total{result=\"ok\"} 1"));
+        assert!(text.contains("kubelet_gitops_status_posts_total{result=\"ok\"} 1"));
+        assert!(text.contains("kubelet_gitops_status_posts_total{result=\"queued\"} 1"));
+        assert!(text.contains("kubelet_gitops_status_outbox 2"));
+        assert!(text.contains("kubelet_gitops_reviews_total{result=\"planned\"} 1"));
         assert!(text.contains("kubelet_gitops_reconciles_total{result=\"error\"} 1"));
         assert!(text.contains("kubelet_gitops_reconcile_duration_seconds_count 2"));
 

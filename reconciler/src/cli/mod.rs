@@ -4,6 +4,7 @@
 //! problem printed as `file:line: field.path: message`), 2 usage or I/O errors.
 
 mod configmap_name;
+mod demo;
 mod inputs;
 mod plan;
 mod render;
@@ -59,6 +60,17 @@ enum Command {
     /// printed as `file:line:col: field: message`) or two pools of the same priority
     /// select a node, 2 on usage, git or I/O errors.
     Plan(plan::PlanArgs),
+    /// Show the whole loop on this machine in under a minute: a simulated cluster of 12
+    /// nodes in 3 pools (a stand-in kubelet each), a copy of examples-repo in a git
+    /// repository, the reconciler, and one real kubelet-gitops-agent process per node.
+    /// Three commits roll out live: the examples, a change to one pool, and a config the
+    /// canary's kubelet cannot start with (rolled back, the pool halted). Ends with the
+    /// commit statuses and where everything is on disk.
+    ///
+    /// Needs the kubelet-gitops-agent binary (`cargo build --release -p node-agent -p
+    /// reconciler`) and curl. Exits 0 when every step happened as shown, 1 when one failed
+    /// or took too long, 2 when this machine or the options cannot run it, 130 on Ctrl-C.
+    Demo(demo::DemoArgs),
 }
 
 /// Where the kubelet's command line comes from, and its drop-in directory.
@@ -139,6 +151,7 @@ impl Cli {
             Command::ConfigmapName(a) => configmap_name::run(&a.basename, &a.file),
             Command::Run(a) => return run::run(*a),
             Command::Plan(a) => plan::run(a),
+            Command::Demo(a) => return demo::run(a),
         };
         match result {
             Ok(()) => ExitCode::SUCCESS,

@@ -82,6 +82,8 @@ pub fn run(args: RunArgs) -> ExitCode {
             branch = %config.git.branch,
             interval = %humantime::format_duration(config.interval),
             leader_elect = config.leader.is_some(),
+            statuses = config.status.backend.name(),
+            review = config.status.review,
             once,
             "starting"
         );

@@ -9,14 +9,14 @@
 //! 3. garbage collection runs last, and only after every node write of the round went
 //!    through, against the nodes as they are after those writes.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::api::{Api, Patch, PatchParams};
-use kubelet_gitops_core::protocol::ConfigRef;
+use kubelet_gitops_core::protocol::{ConfigRef, SOURCE_COMMIT};
 
 use crate::controller::api::{Call, RetryPolicy, retrying};
 use crate::controller::observe::{
@@ -51,11 +51,14 @@ impl Desired {
             .collect()
     }
 
-    pub(crate) fn applied(&self) -> AppliedCommit {
+    /// What `/readyz` and the commit statuses say is applied; `sources` names the
+    /// commit that produced each pool's ConfigMap ([`Outcome::sources`]).
+    pub(crate) fn applied(&self, sources: BTreeMap<String, String>) -> AppliedCommit {
         AppliedCommit {
             commit: self.commit.clone(),
             namespace: self.namespace.clone(),
             configmaps: self.configmaps(),
+            sources,
         }
     }
 }
@@ -94,6 +97,10 @@ pub(crate) struct Outcome {
     pub deleted: Vec<String>,
     /// Whether writes were allowed (false: a follower only planned).
     pub wrote: bool,
+    /// Pool to the commit that produced its ConfigMap, where known: the ConfigMap's
+    /// source-commit annotation as the cache shows it, or this commit for a ConfigMap
+    /// this replica created and the cache does not show yet.
+    pub sources: BTreeMap<String, String>,
 }
 
 /// The effects side of the loop: owns the caches' overlay of its own writes.
@@ -115,6 +122,9 @@ pub(crate) struct Reconciler {
     logged_overlaps: HashSet<String>,
     /// Each pool's phase and target at the last round, to log transitions once.
     phases: BTreeMap<String, (PoolPhase, ConfigRef)>,
+    /// ConfigMaps this replica created, to the commit it created them for, until the
+    /// cache shows their annotations (only the desired pools' names are kept).
+    created_for: HashMap<String, String>,
 }
 
 impl Reconciler {
@@ -138,6 +148,7 @@ impl Reconciler {
             pending_namespace: String::new(),
             logged_overlaps: HashSet::new(),
             phases: BTreeMap::new(),
+            created_for: HashMap::new(),
         }
     }
 
@@ -212,6 +223,8 @@ impl Reconciler {
             let created = match result {
                 Ok(Ok(Published::Created { created })) => {
                     self.metrics.configmap_created();
+                    self.created_for
+                        .insert(name.clone(), desired.commit.clone());
                     outcome.created.push(name.clone());
                     tracing::info!(configmap = %name, pool = %pool.spec.name, "published ConfigMap");
                     created
@@ -241,6 +254,8 @@ impl Reconciler {
                 created: created.unwrap_or_default(),
             });
         }
+
+        outcome.sources = self.sources(desired, configmaps);
 
         // Plan.
         let nodes = self.view.refresh(&self.nodes, &mut self.pending);
@@ -348,6 +363,47 @@ impl Reconciler {
         }
         outcome.plan = plan;
         Ok(outcome)
+    }
+
+    /// Which commit produced each pool's ConfigMap: the source-commit annotation the
+    /// cache shows (a ConfigMap published without one counts as this commit's), else this
+    /// commit if this replica created it; unknown (left out) when the cache does not
+    /// show a ConfigMap someone else created.
+    fn sources(
+        &mut self,
+        desired: &Desired,
+        configmaps: &ConfigMapStore,
+    ) -> BTreeMap<String, String> {
+        let wanted: HashMap<&str, &str> = desired
+            .rendered
+            .pools
+            .iter()
+            .map(|p| (p.configmap_name.as_str(), p.spec.name.as_str()))
+            .collect();
+        self.created_for
+            .retain(|name, _| wanted.contains_key(name.as_str()));
+        let mut sources = BTreeMap::new();
+        for meta in configmaps.state() {
+            let m = &meta.metadata;
+            let Some(pool) = m.name.as_deref().and_then(|n| wanted.get(n)) else {
+                continue;
+            };
+            let commit = m
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(SOURCE_COMMIT))
+                .filter(|c| !c.is_empty())
+                .unwrap_or(&desired.commit);
+            sources.insert(pool.to_string(), commit.clone());
+        }
+        for (name, commit) in &self.created_for {
+            if let Some(pool) = wanted.get(name.as_str()) {
+                sources
+                    .entry(pool.to_string())
+                    .or_insert_with(|| commit.clone());
+            }
+        }
+        sources
     }
 
     /// Sends every action (a few at a time). Returns how many went through and the

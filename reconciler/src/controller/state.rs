@@ -38,6 +38,12 @@ pub struct AppliedCommit {
     pub namespace: String,
     /// Pool name to ConfigMap name.
     pub configmaps: BTreeMap<String, String>,
+    /// Pool name to the commit that produced the pool's ConfigMap (its source-commit
+    /// annotation): this commit when it changed the pool, an earlier one when it left
+    /// the pool as it was (ConfigMaps are named after their content, so the earlier
+    /// commit's ConfigMap is the one in force). A pool whose ConfigMap the cache does
+    /// not show yet is missing until it does. Commit statuses go on these commits.
+    pub sources: BTreeMap<String, String>,
 }
 
 /// The newest fetched commit, when it does not render or validate.

@@ -320,6 +320,35 @@ impl GitRepo {
     }
 }
 
+/// libgit2 callbacks that authenticate and check the SSH host key exactly as
+/// [`GitRepo::fetch`] does (token or key read from their files at each use, host keys
+/// only from the known_hosts file), for other operations on the same remote: pushing the
+/// commit-status notes ([`crate::status::NotesRemote::with_callbacks`]). A failure reaches
+/// libgit2 as an error carrying the message [`GitError`] would print; the credentials are
+/// never part of it.
+pub fn remote_callbacks(config: &GitConfig) -> RemoteCallbacks<'static> {
+    let config = config.clone();
+    // An unparseable URL cannot reach a host key check (libgit2 cannot connect either);
+    // keep the reason to refuse with it.
+    let url = RemoteUrl::parse(&config.url).map_err(|e| e.to_string());
+    let credential_config = config.clone();
+    let mut asked = 0u32;
+    let mut callbacks = RemoteCallbacks::new();
+    callbacks.credentials(move |_url, url_user, allowed| {
+        credentials(&credential_config, url_user, allowed, &mut asked)
+            .map_err(|e| git2::Error::from_str(&e.to_string()))
+    });
+    callbacks.certificate_check(move |cert, _host| match cert.as_hostkey() {
+        None => Ok(CertificateCheckStatus::CertificatePassthrough),
+        Some(hostkey) => match &url {
+            Ok(url) => check_host_key(&config, url, hostkey)
+                .map_err(|e| git2::Error::from_str(&e.to_string())),
+            Err(reason) => Err(git2::Error::from_str(reason)),
+        },
+    });
+    callbacks
+}
+
 /// A token for an ssh URL (or a key for an https one) is a configuration mistake.
 fn check_auth_fits(config: &GitConfig, url: &RemoteUrl) -> Result<(), GitError> {
     let bad = |reason: &str| GitError::BadUrl {

@@ -313,9 +313,7 @@ impl StatusWriter {
         let body = comment_body(markdown, self.backend.comment_limit()?);
         let _send = self.send.lock().await;
         let outcome = self
-            .retrying("comment", async || {
-                self.backend.upsert_comment(pr, &body).await
-            })
+            .retrying("comment", || self.backend.upsert_comment(pr, &body))
             .await?;
         info!(backend = self.backend.name(), pr, outcome = ?outcome, "plan comment");
         Ok(outcome)
@@ -339,9 +337,7 @@ impl StatusWriter {
             }
             status
         };
-        let result = self
-            .retrying("status", async || self.backend.send(&status).await)
-            .await;
+        let result = self.retrying("status", || self.backend.send(&status)).await;
         let mut state = self.lock();
         match result {
             Ok(()) => {
@@ -391,11 +387,19 @@ impl StatusWriter {
     /// Runs `op` until it succeeds, fails for good, or the policy's attempts run out.
     /// A forge-requested wait longer than `max_wait` is not slept: the writer records
     /// it and sends nothing until then.
-    async fn retrying<T>(
+    ///
+    /// `op` is a closure returning a future, not an async closure: the future of an
+    /// `AsyncFnMut` borrows the closure, and the compiler then cannot prove the writer's
+    /// futures `Send` for every lifetime (rust-lang/rust#102211), so they could not run
+    /// in a spawned task.
+    async fn retrying<T, F>(
         &self,
         what: &'static str,
-        mut op: impl AsyncFnMut() -> Result<T, StatusError>,
-    ) -> Result<T, StatusError> {
+        mut op: impl FnMut() -> F,
+    ) -> Result<T, StatusError>
+    where
+        F: Future<Output = Result<T, StatusError>>,
+    {
         let mut retry = 0u32;
         loop {
             let e = match op().await {

@@ -1,0 +1,120 @@
+//! `kubelet-gitops demo`: logging to a file (the terminal shows the story), the async
+//! runtime, Ctrl-C, and exit codes around [`crate::demo`].
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use tracing_subscriber::EnvFilter;
+
+use crate::controller::error_chain;
+use crate::demo::{Demo, DemoOptions, Speed};
+
+/// `kubelet-gitops demo` options.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Keep the repository, checkpoints, kubeconfig and logs in DIR (absent or empty)
+    /// for inspection; without it everything goes in a temporary directory removed at
+    /// the end.
+    #[arg(long, value_name = "DIR", env = "KUBELET_GITOPS_DEMO_WORKDIR")]
+    workdir: Option<PathBuf>,
+    /// The kubelet-gitops-agent binary. Default: next to this executable, else on PATH.
+    #[arg(long, value_name = "PATH", env = "KUBELET_GITOPS_DEMO_AGENT_BIN")]
+    agent_bin: Option<PathBuf>,
+    /// `normal` pauses after each step so it can be read; `fast` does not.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "normal",
+        env = "KUBELET_GITOPS_DEMO_SPEED"
+    )]
+    speed: Speed,
+    /// Log filter for the reconciler and the simulated cluster (their log is a file in
+    /// the work directory).
+    #[arg(
+        long,
+        value_name = "FILTER",
+        default_value = "info",
+        env = "KUBELET_GITOPS_LOG"
+    )]
+    log: String,
+}
+
+/// Logs of the in-process reconciler and sim go to `file`, not to the terminal.
+fn init_logging(file: &std::path::Path, filter: &str) -> Result<(), String> {
+    let filter = EnvFilter::try_new(filter).map_err(|e| format!("--log {filter:?}: {e}"))?;
+    let out = std::fs::File::create(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false)
+        .with_writer(std::sync::Mutex::new(out))
+        .try_init()
+        .map_err(|e| format!("cannot install the logger: {e}"))
+}
+
+/// Runs the demo. Exit codes: 0 it ran through; 1 a step failed or took too long; 2 this
+/// machine or the options cannot run it (no agent binary, no curl, a non-empty
+/// --workdir); 130 interrupted.
+pub fn run(args: DemoArgs) -> ExitCode {
+    let DemoArgs {
+        workdir,
+        agent_bin,
+        speed,
+        log,
+    } = args;
+    let options = DemoOptions {
+        workdir,
+        agent_bin,
+        speed,
+        live: std::io::stdout().is_terminal(),
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    runtime.block_on(async move {
+        let mut demo = match Demo::new(options) {
+            Ok(d) => d,
+            Err(e) => {
+                eprintln!("error: {}", error_chain(&e));
+                return ExitCode::from(if e.is_setup() { 2 } else { 1 });
+            }
+        };
+        if let Err(msg) = init_logging(&demo.log_file(), &log) {
+            eprintln!("error: {msg}");
+            demo.shutdown().await;
+            return ExitCode::from(2);
+        }
+        let outcome = tokio::select! {
+            result = demo.run() => Some(result),
+            _ = tokio::signal::ctrl_c() => None,
+        };
+        let code = match outcome {
+            Some(Ok(_)) => ExitCode::SUCCESS,
+            Some(Err(e)) => {
+                eprintln!("\nerror: {}", error_chain(&e));
+                demo.keep_workdir();
+                eprintln!(
+                    "kept for inspection: {} (logs: {} and {}/agent-<node>.log)",
+                    demo.workdir().display(),
+                    demo.log_file().display(),
+                    demo.workdir().join("logs").display()
+                );
+                ExitCode::from(if e.is_setup() { 2 } else { 1 })
+            }
+            None => {
+                eprintln!("\ninterrupted: stopping the agents and the simulated cluster");
+                ExitCode::from(130)
+            }
+        };
+        demo.shutdown().await;
+        code
+    })
+}

@@ -1,0 +1,116 @@
+//! Why the demo stopped, naming the step and what to look at.
+
+use std::path::PathBuf;
+
+/// Everything that can stop `kubelet-gitops demo`.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    /// `--workdir` names a directory that already has content.
+    #[error(
+        "--workdir {path} is not empty: remove it or name a new directory (the demo lays out a fresh cluster there)"
+    )]
+    WorkdirNotEmpty { path: PathBuf },
+    /// A file or directory operation failed.
+    #[error("cannot {what} {path}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// No agent binary was found.
+    #[error(
+        "cannot find the kubelet-gitops-agent binary (looked for {searched}); build it with `cargo build --release -p node-agent -p reconciler`, or pass --agent-bin PATH"
+    )]
+    AgentNotFound { searched: String },
+    /// `--agent-bin` does not name a file.
+    #[error(
+        "--agent-bin {path} is not a file; build it with `cargo build --release -p node-agent -p reconciler`"
+    )]
+    AgentBin { path: PathBuf },
+    /// The agents restart the stand-in kubelets with curl.
+    #[error(
+        "curl is not on PATH: the agents restart the stand-in kubelets with `curl -X POST <sim>/sim/v1/nodes/<node>/kubelet/restart`; install curl"
+    )]
+    NoCurl,
+    /// The embedded example inventory does not load (a broken build).
+    #[error("the embedded examples-repo/inventory.yaml does not load")]
+    Inventory(#[source] Box<kubelet_gitops_sim::inventory::InventoryError>),
+    /// The simulated cluster did not start.
+    #[error("cannot start the simulated cluster")]
+    Sim(#[source] Box<kubelet_gitops_sim::cluster::SimError>),
+    /// The simulated API server refused a setup write.
+    #[error("cannot {what} in the simulated cluster: {message}")]
+    SimSetup { what: String, message: String },
+    /// A git operation on the demo repository failed.
+    #[error("git: cannot {what} in {path}")]
+    Git {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: git2::Error,
+    },
+    /// A commit the demo made does not render (the demo's edits no longer fit).
+    #[error("commit {commit} of the demo repository does not validate:\n{errors}")]
+    Invalid { commit: String, errors: String },
+    /// The example repository changed in a way the demo's edits do not expect.
+    #[error(
+        "the example repository has changed: {0} (update the demo's edits in reconciler/src/demo/repo.rs)"
+    )]
+    ExampleChanged(String),
+    /// The reconciler did not start.
+    #[error("cannot start the reconciler")]
+    Reconciler(#[source] crate::controller::RunError),
+    /// The reconciler stopped by itself.
+    #[error("the reconciler stopped: {0}")]
+    ReconcilerStopped(String),
+    /// An agent process did not start.
+    #[error("cannot start the agent of {node} ({bin})")]
+    SpawnAgent {
+        node: String,
+        bin: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// An agent process exited while the demo needed it.
+    #[error("the agent of {node} exited ({status}); the end of its log {log}:\n{tail}")]
+    AgentExited {
+        node: String,
+        status: String,
+        log: PathBuf,
+        tail: String,
+    },
+    /// A step did not reach its goal in time.
+    #[error("step \"{step}\" did not finish within {timeout}s; where things stood:\n{state}")]
+    Timeout {
+        step: &'static str,
+        timeout: u64,
+        state: String,
+    },
+    /// A step reached an outcome the demo did not expect.
+    #[error("step \"{step}\": {problem}")]
+    Unexpected { step: &'static str, problem: String },
+}
+
+impl DemoError {
+    /// A problem with the command line or this machine rather than with a step of the
+    /// demo (exit code 2 rather than 1).
+    pub fn is_setup(&self) -> bool {
+        matches!(
+            self,
+            DemoError::WorkdirNotEmpty { .. }
+                | DemoError::AgentNotFound { .. }
+                | DemoError::AgentBin { .. }
+                | DemoError::NoCurl
+        )
+    }
+}
+
+/// `Io` for `path`.
+pub(crate) fn io(
+    what: &'static str,
+    path: impl Into<PathBuf>,
+) -> impl FnOnce(std::io::Error) -> DemoError {
+    let path = path.into();
+    move |source| DemoError::Io { what, path, source }
+}

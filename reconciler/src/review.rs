@@ -1,0 +1,626 @@
+//! Review of pull-request heads: each new or moved head is rendered, validated and
+//! planned against what the branch runs, and gets a `kubelet-gitops/plan` status (and,
+//! with `--comment`, the Markdown plan as a pull-request comment, updated in place).
+//! Nothing of a head is ever applied: this module has no Kubernetes client at all; it
+//! reads the nodes from the controller's watch cache and writes only to the forge.
+//!
+//! - **Which heads.** The git source fetches the forge's pull-request refs alongside the
+//!   branch ([`PULL_REFSPEC`] on GitHub and Gitea, [`MERGE_REQUEST_REFSPEC`] on GitLab).
+//!   A head is reviewed when its ref is new or points at another commit than when it was
+//!   last reviewed; the memory of what was reviewed is in memory only, so a restart
+//!   reviews every head once more (the status writer sends nothing the forge already
+//!   has, and the comment is updated in place, never duplicated). Heads whose commit is
+//!   older than the maximum age are left alone: forges keep the refs of closed pull
+//!   requests forever.
+//! - **Against what.** The base is the merge base of the head and the applied commit of
+//!   the branch (what the pull request itself changes, as a forge's diff shows it), or
+//!   the applied commit when they share no history. The plan says which in a note. A
+//!   base that does not validate is compared as nothing, with a note.
+//! - **What is posted.** `success` with [`plan::summary`] ("2 pools change, 42 nodes;
+//!   1 field overridden by flags on 3 nodes"); `failure` when the head's pools overlap
+//!   (it could not be applied as it is); `error` with the first problem when the head
+//!   does not validate.
+//!
+//! [`prepare`] (blocking: git and rendering) and [`review`] (pure) are separate from the
+//! task ([`Reviewer`]) that posts.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::controller::SyncState;
+use crate::git::{CommitSource, GitError};
+use crate::metrics::{Metrics, ReviewResult};
+use crate::model::NodeInfo;
+use crate::plan;
+use crate::render::{RenderOptions, RenderedRepo, RepoError, render_repo};
+use crate::status::{CommitStatus, PLAN_CONTEXT, StatusState, StatusWriter};
+
+/// Fetches GitHub's and Gitea's pull-request heads into the cache, under the same names.
+pub const PULL_REFSPEC: &str = "+refs/pull/*/head:refs/pull/*/head";
+/// Fetches GitLab's merge-request heads into the cache, under the same names.
+pub const MERGE_REQUEST_REFSPEC: &str = "+refs/merge-requests/*/head:refs/merge-requests/*/head";
+
+/// The pull- or merge-request number of a head ref: `refs/pull/7/head` and
+/// `refs/merge-requests/7/head` are 7. Any other ref is not a request head.
+pub fn request_number(refname: &str) -> Option<u64> {
+    let rest = refname
+        .strip_prefix("refs/pull/")
+        .or_else(|| refname.strip_prefix("refs/merge-requests/"))?;
+    let number = rest.strip_suffix("/head")?;
+    if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    number.parse().ok()
+}
+
+/// The heads of `now` that are new or moved since `seen` (ref name to commit), in ref
+/// order.
+pub fn moved_heads<'a>(
+    seen: &BTreeMap<String, String>,
+    now: &'a BTreeMap<String, String>,
+) -> Vec<(&'a str, &'a str)> {
+    now.iter()
+        .filter(|(name, commit)| seen.get(*name) != Some(*commit))
+        .map(|(name, commit)| (name.as_str(), commit.as_str()))
+        .collect()
+}
+
+/// A head read from the cache and rendered, with the base it is compared with.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// The head's full commit id.
+    pub head: String,
+    /// Its short id, for the plan's header.
+    pub head_short: String,
+    /// The head rendered, or every problem.
+    pub rendered: Result<RenderedRepo, Vec<RepoError>>,
+    /// The base rendered (`None`: nothing to compare with).
+    pub base: Option<RenderedRepo>,
+    /// The base's short id.
+    pub base_short: Option<String>,
+    /// What the reader should know about the base (which one, and whether it validates).
+    pub notes: Vec<String>,
+}
+
+/// Reads `head` from the bare cache at `cache` and renders it, then picks and renders the
+/// base: the merge base of `head` and `applied` (the commit the branch runs), else
+/// `applied`. Blocking. `Ok(None)` when the head's commit is older than `not_before`
+/// (Unix seconds). `branch` names the branch in the notes.
+pub fn prepare(
+    cache: &Path,
+    origin: &str,
+    branch: &str,
+    head: &str,
+    applied: Option<&str>,
+    options: &RenderOptions,
+    not_before: Option<i64>,
+) -> Result<Option<Prepared>, GitError> {
+    let head_src = CommitSource::open(cache, head, origin)?;
+    if not_before.is_some_and(|t| head_src.time() < t) {
+        return Ok(None);
+    }
+    let head_short = head_src.info().short_id.clone();
+    let rendered = render_repo(&head_src, options);
+    let mut notes = Vec::new();
+    let (base, base_short) = match applied {
+        None => {
+            notes.push(format!(
+                "Nothing of `{branch}` is applied yet: every pool is compared with nothing."
+            ));
+            (None, None)
+        }
+        Some(applied) => {
+            let base_id = choose_base(cache, head, applied, branch, &mut notes)?;
+            let src = CommitSource::open(cache, &base_id, origin)?;
+            let short = src.info().short_id.clone();
+            let base = match render_repo(&src, options) {
+                Ok(r) => Some(r),
+                Err(errors) => {
+                    let first = errors.first().map(RepoError::to_string).unwrap_or_default();
+                    notes.push(format!(
+                        "The base `{short}` does not validate ({} error{}; the first: {first}): \
+                         every pool is compared with nothing.",
+                        errors.len(),
+                        if errors.len() == 1 { "" } else { "s" }
+                    ));
+                    None
+                }
+            };
+            (base, Some(short))
+        }
+    };
+    Ok(Some(Prepared {
+        head: head.to_string(),
+        head_short,
+        rendered,
+        base,
+        base_short,
+        notes,
+    }))
+}
+
+/// The merge base of `head` and `applied`, or `applied` when there is none; a note says
+/// which.
+fn choose_base(
+    cache: &Path,
+    head: &str,
+    applied: &str,
+    branch: &str,
+    notes: &mut Vec<String>,
+) -> Result<String, GitError> {
+    let git_error = |what: String| {
+        move |source| GitError::Git {
+            what: what.clone(),
+            source,
+        }
+    };
+    let repo = git2::Repository::open_bare(cache)
+        .map_err(git_error(format!("opening {}", cache.display())))?;
+    let oid = |id: &str| {
+        git2::Oid::from_str(id).map_err(git_error(format!("parsing the commit id {id}")))
+    };
+    let (head_oid, applied_oid) = (oid(head)?, oid(applied)?);
+    let applied_short = applied.get(..7).unwrap_or(applied);
+    match repo.merge_base(head_oid, applied_oid) {
+        Ok(base) if base == applied_oid => {
+            notes.push(format!(
+                "Compared with `{applied_short}`, the applied commit of `{branch}` (this head \
+                 is based on it)."
+            ));
+            Ok(base.to_string())
+        }
+        Ok(base) => {
+            let base = base.to_string();
+            notes.push(format!(
+                "Compared with `{}`, where this head branched off `{branch}` (the merge base; \
+                 `{applied_short}` is applied): the plan shows what this head changes, not \
+                 what `{branch}` changed since.",
+                base.get(..7).unwrap_or(&base)
+            ));
+            Ok(base)
+        }
+        Err(e) if e.code() == git2::ErrorCode::NotFound => {
+            notes.push(format!(
+                "Compared with `{applied_short}`, the applied commit of `{branch}`: this head \
+                 shares no history with it."
+            ));
+            Ok(applied.to_string())
+        }
+        Err(e) => Err(GitError::Git {
+            what: format!("finding the merge base of {head} and {applied}"),
+            source: e,
+        }),
+    }
+}
+
+/// What to post for one head.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Review {
+    /// `kubelet-gitops/plan` on the head.
+    pub status: CommitStatus,
+    /// The plan (or the head's problems) as Markdown, for the comment.
+    pub markdown: String,
+    /// For the metrics.
+    pub result: ReviewResult,
+}
+
+/// The status and Markdown for a prepared head, planned for `nodes`. Pure.
+pub fn review(prepared: &Prepared, nodes: &[NodeInfo]) -> Review {
+    let head = &prepared.rendered;
+    let (state, description, markdown, result) = match head {
+        Err(errors) => (
+            StatusState::Error,
+            plan::invalid_summary(errors),
+            plan::invalid_markdown(&prepared.head_short, errors),
+            ReviewResult::Invalid,
+        ),
+        Ok(rendered) => {
+            let mut p = plan::plan(prepared.base.as_ref(), rendered, nodes);
+            p.notes.splice(0..0, prepared.notes.iter().cloned());
+            p.base_revision = prepared.base_short.clone();
+            p.head_revision = Some(prepared.head_short.clone());
+            let state = if p.has_errors() {
+                StatusState::Failure
+            } else {
+                StatusState::Success
+            };
+            (
+                state,
+                plan::summary(&p),
+                plan::to_markdown(&p),
+                ReviewResult::Planned,
+            )
+        }
+    };
+    Review {
+        status: CommitStatus::new(&prepared.head, PLAN_CONTEXT, state, description),
+        markdown,
+        result,
+    }
+}
+
+/// What the reviewer needs besides the heads.
+#[derive(Debug, Clone)]
+pub struct ReviewConfig {
+    /// The bare git cache the heads are fetched into.
+    pub cache_dir: PathBuf,
+    /// The repository URL (for error messages).
+    pub repo_url: String,
+    /// The branch the heads are compared with.
+    pub branch: String,
+    /// Root and globs, as for the branch.
+    pub render: RenderOptions,
+    /// Post the Markdown plan as a comment.
+    pub comment: bool,
+    /// A link shown next to the status.
+    pub target_url: Option<String>,
+    /// Heads older than this are not reviewed.
+    pub max_age: Duration,
+}
+
+/// The nodes as the controller's watch cache has them.
+pub(crate) type NodeSource = Box<dyn Fn() -> Vec<NodeInfo> + Send + Sync>;
+
+/// Reviews the heads the poller fetched, one at a time, beside the loop.
+pub(crate) struct Reviewer {
+    config: ReviewConfig,
+    writer: Arc<StatusWriter>,
+    metrics: Arc<Metrics>,
+    nodes: NodeSource,
+    stop: CancellationToken,
+    /// Ref name to the commit last reviewed.
+    seen: BTreeMap<String, String>,
+}
+
+impl Reviewer {
+    /// A reviewer posting through `writer`, planning for the nodes `nodes` returns,
+    /// until `stop`.
+    pub(crate) fn new(
+        config: ReviewConfig,
+        writer: Arc<StatusWriter>,
+        metrics: Arc<Metrics>,
+        nodes: NodeSource,
+        stop: CancellationToken,
+    ) -> Reviewer {
+        Reviewer {
+            config,
+            writer,
+            metrics,
+            nodes,
+            stop,
+            seen: BTreeMap::new(),
+        }
+    }
+
+    /// Reviews new and moved heads of `heads` whenever they or the controller's state
+    /// change, until stopped. Waits until this replica writes and the branch has been
+    /// rendered (applied, or rejected with nothing applied), so that there is a base.
+    pub(crate) async fn run(
+        mut self,
+        mut heads: watch::Receiver<BTreeMap<String, String>>,
+        mut sync: watch::Receiver<SyncState>,
+    ) {
+        loop {
+            let (ready, applied) = {
+                let s = sync.borrow_and_update();
+                let ready = s.role.writes() && (s.applied.is_some() || s.rejected.is_some());
+                (ready, s.applied.as_ref().map(|a| a.commit.clone()))
+            };
+            // Marked seen even when not ready, or `changed()` would wake at once again.
+            let current = heads.borrow_and_update().clone();
+            if ready {
+                self.round(current, applied).await;
+            }
+            let stop = self.stop.clone();
+            tokio::select! {
+                biased;
+                () = stop.cancelled() => return,
+                changed = heads.changed() => if changed.is_err() { return },
+                changed = sync.changed() => if changed.is_err() { return },
+            }
+        }
+    }
+
+    async fn round(&mut self, heads: BTreeMap<String, String>, applied: Option<String>) {
+        // Closed (pruned) requests are forgotten: a reopened one is reviewed again.
+        self.seen.retain(|name, _| heads.contains_key(name));
+        let moved: Vec<(String, String)> = moved_heads(&self.seen, &heads)
+            .into_iter()
+            .map(|(n, c)| (n.to_string(), c.to_string()))
+            .collect();
+        if moved.is_empty() {
+            return;
+        }
+        let node_list = (self.nodes)();
+        for (refname, head) in moved {
+            if self.stop.is_cancelled() {
+                return;
+            }
+            self.review_head(&refname, &head, applied.as_deref(), &node_list)
+                .await;
+            // Reviewed once per commit, whatever came of it: a failure is logged, and the
+            // head is reviewed again when it moves (or after a restart).
+            self.seen.insert(refname, head);
+        }
+    }
+
+    #[tracing::instrument(skip(self, nodes), fields(head = %head))]
+    async fn review_head(
+        &self,
+        refname: &str,
+        head: &str,
+        applied: Option<&str>,
+        nodes: &[NodeInfo],
+    ) {
+        let Some(number) = request_number(refname) else {
+            tracing::debug!(refname, "not a pull-request head; not reviewed");
+            return;
+        };
+        let not_before = SystemTime::now()
+            .checked_sub(self.config.max_age)
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            .and_then(|d| i64::try_from(d.as_secs()).ok());
+        let (cache, origin, branch, options) = (
+            self.config.cache_dir.clone(),
+            self.config.repo_url.clone(),
+            self.config.branch.clone(),
+            self.config.render.clone(),
+        );
+        let (head_id, applied_id) = (head.to_string(), applied.map(str::to_string));
+        let prepared = tokio::task::spawn_blocking(move || {
+            prepare(
+                &cache,
+                &origin,
+                &branch,
+                &head_id,
+                applied_id.as_deref(),
+                &options,
+                not_before,
+            )
+        })
+        .await;
+        let prepared = match prepared {
+            Ok(Ok(Some(p))) => p,
+            Ok(Ok(None)) => {
+                tracing::debug!(
+                    refname,
+                    "head older than the review's maximum age; not reviewed"
+                );
+                self.metrics.reviewed(ReviewResult::Skipped);
+                return;
+            }
+            Ok(Err(e)) => {
+                tracing::error!(
+                    refname,
+                    error = %crate::controller::error_chain(&e),
+                    "cannot read the pull-request head from the git cache; it is reviewed again when it moves"
+                );
+                self.metrics.reviewed(ReviewResult::Failed);
+                return;
+            }
+            Err(e) => {
+                tracing::error!(refname, error = %e, "reviewing the pull-request head stopped");
+                self.metrics.reviewed(ReviewResult::Failed);
+                return;
+            }
+        };
+        let mut outcome = review(&prepared, nodes);
+        if let Some(url) = &self.config.target_url {
+            outcome.status.target_url = Some(url.clone());
+        }
+        self.metrics.reviewed(outcome.result);
+        tracing::info!(
+            refname,
+            request = number,
+            state = %outcome.status.state,
+            plan = %outcome.status.description,
+            "pull-request head reviewed"
+        );
+        let delivery = self.writer.post(&outcome.status).await;
+        crate::controller::count_delivery(&self.metrics, &delivery);
+        if self.config.comment
+            && let Err(e) = self.writer.comment(number, &outcome.markdown).await
+        {
+            tracing::error!(
+                refname,
+                request = number,
+                error = %crate::controller::error_chain(&e),
+                "cannot post the plan comment; it is posted again when the head moves"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_numbers_come_from_head_refs_only() {
+        assert_eq!(request_number("refs/pull/7/head"), Some(7));
+        assert_eq!(request_number("refs/merge-requests/123/head"), Some(123));
+        assert_eq!(request_number("refs/pull/7/merge"), None);
+        assert_eq!(request_number("refs/pull//head"), None);
+        assert_eq!(request_number("refs/pull/x7/head"), None);
+        assert_eq!(request_number("refs/heads/main"), None);
+    }
+
+    #[test]
+    fn only_new_and_moved_heads_are_reviewed() {
+        let map = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect()
+        };
+        let seen = map(&[("refs/pull/1/head", "a"), ("refs/pull/2/head", "b")]);
+        let now = map(&[
+            ("refs/pull/1/head", "a"),
+            ("refs/pull/2/head", "c"),
+            ("refs/pull/3/head", "d"),
+        ]);
+        assert_eq!(
+            moved_heads(&seen, &now),
+            [("refs/pull/2/head", "c"), ("refs/pull/3/head", "d")]
+        );
+        assert!(moved_heads(&now, &now).is_empty());
+    }
+
+    /// Commits `files` (path, content) as the whole tree, on `parent`, to a bare repo.
+    fn commit(repo: &git2::Repository, parent: Option<&str>, files: &[(String, String)]) -> String {
+        fn insert(
+            repo: &git2::Repository,
+            tree: Option<git2::Tree<'_>>,
+            path: &[&str],
+            blob: git2::Oid,
+        ) -> git2::Oid {
+            let mut b = repo.treebuilder(tree.as_ref()).unwrap();
+            if let [name] = path {
+                b.insert(name, blob, 0o100644).unwrap();
+            } else {
+                let sub = tree
+                    .as_ref()
+                    .and_then(|t| t.get_name(path[0]))
+                    .map(|e| repo.find_tree(e.id()).unwrap());
+                let id = insert(repo, sub, &path[1..], blob);
+                b.insert(path[0], id, 0o040000).unwrap();
+            }
+            b.write().unwrap()
+        }
+        let mut tree: Option<git2::Oid> = None;
+        for (path, content) in files {
+            let blob = repo.blob(content.as_bytes()).unwrap();
+            let parts: Vec<&str> = path.split('/').collect();
+            let t = tree.map(|id| repo.find_tree(id).unwrap());
+            tree = Some(insert(repo, t, &parts, blob));
+        }
+        let tree = repo.find_tree(tree.unwrap()).unwrap();
+        let sig = git2::Signature::now("Test", "test@example.com").unwrap();
+        let parents: Vec<git2::Commit<'_>> = parent
+            .map(|p| repo.find_commit(git2::Oid::from_str(p).unwrap()).unwrap())
+            .into_iter()
+            .collect();
+        let refs: Vec<&git2::Commit<'_>> = parents.iter().collect();
+        repo.commit(None, &sig, &sig, "c", &tree, &refs)
+            .unwrap()
+            .to_string()
+    }
+
+    fn pool(name: &str, max_pods: u32) -> (String, String) {
+        (
+            format!("pools/{name}.yaml"),
+            format!(
+                "apiVersion: kubelet-gitops.io/v1alpha1\nkind: NodePool\nmetadata:\n  name: {name}\n\
+                 spec:\n  nodeSelector:\n    matchLabels: {{pool: {name}}}\n  kubelet:\n    maxPods: {max_pods}\n"
+            ),
+        )
+    }
+
+    fn tree(pools: &[(&str, u32)]) -> Vec<(String, String)> {
+        let mut files = vec![(
+            "kubelet-gitops.yaml".to_string(),
+            "apiVersion: kubelet-gitops.io/v1alpha1\nkind: RepoSettings\nspec:\n  namespace: kubelet-gitops\n"
+                .to_string(),
+        )];
+        for (name, max_pods) in pools {
+            files.push(pool(name, *max_pods));
+        }
+        files
+    }
+
+    #[test]
+    fn heads_are_compared_with_their_merge_base_with_the_applied_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = git2::Repository::init_bare(dir.path()).unwrap();
+        let c1 = commit(&repo, None, &tree(&[("a", 60)]));
+        // The branch moves on (pool a) after the pull request branched off.
+        let c2 = commit(&repo, Some(&c1), &tree(&[("a", 61)]));
+        let pr = commit(&repo, Some(&c1), &tree(&[("a", 60), ("b", 50)]));
+        let opts = RenderOptions::default();
+        let prep = |head: &str, applied: Option<&str>, not_before| {
+            prepare(
+                dir.path(),
+                "file:///x",
+                "main",
+                head,
+                applied,
+                &opts,
+                not_before,
+            )
+            .unwrap()
+        };
+
+        let p = prep(&pr, Some(&c2), None).unwrap();
+        assert_eq!(p.base_short.as_deref(), Some(&c1[..7]));
+        assert!(p.notes[0].contains("the merge base"), "{:?}", p.notes);
+        let r = review(&p, &[]);
+        assert_eq!(r.result, ReviewResult::Planned);
+        assert_eq!(r.status.state, StatusState::Success);
+        // Only the pull request's own change: pool b, not a revert of a.
+        assert_eq!(r.status.description, "1 pool changes (no nodes given)");
+        assert!(
+            r.markdown.contains(&format!("Base `{}`", &c1[..7])),
+            "{}",
+            r.markdown
+        );
+
+        let on_top = commit(&repo, Some(&c2), &tree(&[("a", 61), ("b", 50)]));
+        let p = prep(&on_top, Some(&c2), None).unwrap();
+        assert_eq!(p.base_short.as_deref(), Some(&c2[..7]));
+        assert!(p.notes[0].contains("based on it"), "{:?}", p.notes);
+
+        let orphan = commit(&repo, None, &tree(&[("b", 50)]));
+        let p = prep(&orphan, Some(&c2), None).unwrap();
+        assert_eq!(p.base_short.as_deref(), Some(&c2[..7]));
+        assert!(p.notes[0].contains("shares no history"), "{:?}", p.notes);
+        // Pool a is removed and b added, compared with what runs.
+        assert_eq!(
+            review(&p, &[]).status.description,
+            "2 pools change (no nodes given)"
+        );
+
+        let p = prep(&pr, None, None).unwrap();
+        assert!(p.base.is_none() && p.notes[0].contains("Nothing of `main`"));
+
+        assert!(prep(&pr, Some(&c2), Some(i64::MAX)).is_none(), "too old");
+    }
+
+    #[test]
+    fn an_invalid_head_is_an_error_naming_the_first_problem() {
+        let prepared = Prepared {
+            head: "a".repeat(40),
+            head_short: "aaaaaaa".into(),
+            rendered: Err(vec![
+                RepoError {
+                    file: "pools/gpu.yaml".into(),
+                    line: Some(9),
+                    column: Some(5),
+                    field: "spec.kubelet.maxPod".into(),
+                    message: "unknown field".into(),
+                },
+                RepoError::new("pools/cpu.yaml", "", "x"),
+            ]),
+            base: None,
+            base_short: None,
+            notes: Vec::new(),
+        };
+        let r = review(&prepared, &[]);
+        assert_eq!(r.result, ReviewResult::Invalid);
+        assert_eq!(r.status.context, "kubelet-gitops/plan");
+        assert_eq!(r.status.sha, "a".repeat(40));
+        assert_eq!(r.status.state, StatusState::Error);
+        assert!(
+            r.status
+                .description
+                .contains("pools/gpu.yaml:9:5: spec.kubelet.maxPod: unknown field"),
+            "{}",
+            r.status.description
+        );
+        assert!(r.markdown.contains("does not validate"), "{}", r.markdown);
+    }
+}

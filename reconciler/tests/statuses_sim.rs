@@ -1,0 +1,604 @@
+//! Commit statuses and pull-request review end to end: `kubelet-gitops run` against the
+//! simulated cluster (no kubelets; the agent double from tests/support plays the node
+//! agents), following a real bare git remote over `file://`. With the git-notes backend
+//! the statuses are read back from the remote with the git CLI; with the GitHub backend
+//! from the checking forge server of tests/forge_support. Every wait has a generous
+//! limit that only a stuck rollout reaches: none is a speed assertion.
+
+mod forge_support;
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use forge_support::{ForgeServer, Kind, OWNER, REPO};
+use kubelet_gitops_core::protocol::DESIRED_CONFIG;
+use kubelet_gitops_sim::inventory::Inventory;
+use reconciler::controller::{RunConfig, StatusBackendConfig, StatusConfig, SyncState};
+use reconciler::rollout::PoolPhase;
+use reconciler::status::{GitHubConfig, PLAN_MARKER};
+use support::*;
+
+const LONG: Duration = Duration::from_secs(90);
+const TOKEN: &str = "forge-t0ken-for-tests";
+
+/// A bare repository playing the forge's git remote.
+struct Remote {
+    path: PathBuf,
+}
+
+impl Remote {
+    fn init(dir: &Path) -> Remote {
+        let path = dir.join("remote.git");
+        git(
+            &["init", "--quiet", "--bare", "--initial-branch=main"],
+            &path_str(&path),
+        );
+        Remote { path }
+    }
+
+    fn url(&self) -> String {
+        format!("file://{}", self.path.display())
+    }
+
+    /// `git push --force <remote> <src>:<dst>` from the work repository.
+    fn push(&self, work: &Path, src: &str, dst: &str) {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(work)
+            .args(["push", "--quiet", "--force"])
+            .arg(&self.path)
+            .arg(format!("{src}:{dst}"))
+            .output()
+            .expect("git push");
+        assert!(
+            out.status.success(),
+            "git push {src}:{dst}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// The note on `sha` as `git notes --ref=kubelet-gitops show` prints it.
+    fn note(&self, sha: &str) -> Option<String> {
+        let out = Command::new("git")
+            .arg("--git-dir")
+            .arg(&self.path)
+            .args(["notes", "--ref=kubelet-gitops", "show", sha])
+            .output()
+            .expect("git notes show");
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// `git log --notes=kubelet-gitops -1 <sha>`.
+    fn log(&self, sha: &str) -> String {
+        let out = Command::new("git")
+            .arg("--git-dir")
+            .arg(&self.path)
+            .args(["log", "--notes=kubelet-gitops", "-1", sha])
+            .output()
+            .expect("git log");
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Waits until the note on `sha` satisfies `done` (every line of it is checked by the
+    /// caller afterwards).
+    async fn wait_note(&self, what: &str, sha: &str, done: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let note = self.note(sha);
+            if let Some(n) = &note
+                && done(n)
+            {
+                return n.clone();
+            }
+            assert!(
+                start.elapsed() < LONG,
+                "{what}: not reached in {LONG:?}; note on {sha}: {note:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+fn path_str(p: &Path) -> String {
+    p.display().to_string()
+}
+
+fn git(args: &[&str], target: &str) {
+    let out = Command::new("git")
+        .args(args)
+        .arg(target)
+        .output()
+        .expect("git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The line of `context` in a note.
+fn line<'a>(note: &'a str, context: &str) -> Option<&'a str> {
+    let prefix = format!("{context}: ");
+    note.lines().find(|l| l.starts_with(&prefix))
+}
+
+fn short(sha: &str) -> &str {
+    &sha[..7]
+}
+
+/// A run configuration following `remote`, posting with `status`, short intervals.
+fn config(h: &Harness, remote: &Remote, status: StatusConfig) -> RunConfig {
+    let mut c = h.run_config("r1");
+    c.git.url = remote.url();
+    c.status = StatusConfig {
+        progress_interval: Duration::from_millis(20),
+        redeliver_interval: Duration::from_millis(200),
+        ..status
+    };
+    c
+}
+
+fn notes_config(review: bool) -> StatusConfig {
+    StatusConfig {
+        backend: StatusBackendConfig::Notes,
+        review,
+        ..StatusConfig::default()
+    }
+}
+
+fn all_complete(s: &SyncState, pools: usize) -> bool {
+    s.pools.len() == pools && s.pools.iter().all(|p| p.phase == PoolPhase::Complete)
+}
+
+/// Two pools of three nodes each, `a` with `max_pods`.
+fn two_pools(h: &Harness, a_kubelet: &str) {
+    h.repo
+        .write("kubelet-gitops.yaml", &settings_yaml())
+        .write(
+            "pools/a.yaml",
+            &pool_yaml("a", "a", "maxUnavailable: 2", a_kubelet),
+        )
+        .write(
+            "pools/b.yaml",
+            &pool_yaml("b", "b", "maxUnavailable: 2", "    maxPods: 70\n"),
+        );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn git_notes_follow_each_pool_on_the_commit_that_produced_its_config() {
+    init_tracing();
+    let mut h = Harness::start(Inventory::generate(6, &["a", "b"])).await;
+    h.start_agent(AgentOptions::default()).await;
+    let remote = Remote::init(h.dir.path());
+    two_pools(&h, "    maxPods: 60\n");
+    let first = h.repo.commit("two pools");
+    remote.push(&h.repo.path, "main", "refs/heads/main");
+
+    let r = h.reconciler(config(&h, &remote, notes_config(false))).await;
+    let note = remote
+        .wait_note("every pool and the summary succeed", &first, |n| {
+            line(n, "kubelet-gitops").is_some_and(|l| l.contains(": success: "))
+                && line(n, "kubelet-gitops/a").is_some_and(|l| l.contains(": success: "))
+                && line(n, "kubelet-gitops/b").is_some_and(|l| l.contains(": success: "))
+        })
+        .await;
+    let state = r.sync_state().borrow().clone();
+    let cms = state.applied.expect("applied").configmaps;
+    assert_eq!(
+        line(&note, "kubelet-gitops/a"),
+        Some(format!("kubelet-gitops/a: success: 3/3 nodes on {}", cms["a"]).as_str()),
+        "{note}"
+    );
+    assert_eq!(
+        line(&note, "kubelet-gitops/b"),
+        Some(format!("kubelet-gitops/b: success: 3/3 nodes on {}", cms["b"]).as_str())
+    );
+    assert_eq!(
+        line(&note, "kubelet-gitops"),
+        Some("kubelet-gitops: success: 2 pools: 2 done")
+    );
+    assert_eq!(note.lines().count(), 3, "{note}");
+    // `git log --notes` shows them under the commit.
+    let log = remote.log(&first);
+    assert!(
+        log.contains("Notes (kubelet-gitops):")
+            && log.contains("    kubelet-gitops: success: 2 pools: 2 done"),
+        "{log}"
+    );
+
+    // A commit that changes pool a only: a's status goes on it, b's stays on the first
+    // commit (its ConfigMap is still the first commit's), and the summary says so.
+    h.repo.write(
+        "pools/a.yaml",
+        &pool_yaml("a", "a", "maxUnavailable: 2", "    maxPods: 61\n"),
+    );
+    let second = h.repo.commit("pool a: maxPods 61");
+    remote.push(&h.repo.path, "main", "refs/heads/main");
+    let note = remote
+        .wait_note("the second commit succeeds", &second, |n| {
+            line(n, "kubelet-gitops").is_some_and(|l| l.contains(": success: "))
+                && line(n, "kubelet-gitops/a").is_some_and(|l| l.contains(": success: "))
+        })
+        .await;
+    let cms = r.sync_state().borrow().applied.clone().unwrap().configmaps;
+    assert_eq!(
+        line(&note, "kubelet-gitops/a"),
+        Some(format!("kubelet-gitops/a: success: 3/3 nodes on {}", cms["a"]).as_str())
+    );
+    assert_eq!(line(&note, "kubelet-gitops/b"), None, "{note}");
+    assert_eq!(
+        line(&note, "kubelet-gitops"),
+        Some(
+            format!(
+                "kubelet-gitops: success: 2 pools: 2 done; unchanged: b (from {})",
+                short(&first)
+            )
+            .as_str()
+        )
+    );
+    let note = remote.note(&first).unwrap();
+    assert!(
+        line(&note, "kubelet-gitops/b").is_some_and(|l| l.contains(": success: 3/3 nodes on ")),
+        "{note}"
+    );
+    let (_, metrics) = http_get(r.admin_addr().unwrap(), "/metrics").await;
+    assert!(
+        sample(&metrics, "kubelet_gitops_status_posts_total{result=\"ok\"}")
+            .is_some_and(|n| n >= 5.0),
+        "{metrics}"
+    );
+    assert_eq!(sample(&metrics, "kubelet_gitops_status_outbox"), Some(0.0));
+
+    r.stop().await.unwrap();
+    h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolled_back_node_fails_its_pool_naming_the_node_and_the_reason() {
+    init_tracing();
+    let mut h = Harness::start(Inventory::generate(6, &["good", "bad"])).await;
+    h.start_agent(AgentOptions {
+        fail_marker: Some("maxPods: 13".into()),
+        ..AgentOptions::default()
+    })
+    .await;
+    let remote = Remote::init(h.dir.path());
+    h.repo
+        .write("kubelet-gitops.yaml", &settings_yaml())
+        .write(
+            "pools/good.yaml",
+            &pool_yaml("good", "good", "maxUnavailable: 3", "    maxPods: 60\n"),
+        )
+        .write(
+            "pools/bad.yaml",
+            &pool_yaml(
+                "bad",
+                "bad",
+                "maxUnavailable: 3, canary: 1",
+                "    maxPods: 13\n",
+            ),
+        );
+    let commit = h.repo.commit("a config the kubelet rejects");
+    remote.push(&h.repo.path, "main", "refs/heads/main");
+    let r = h.reconciler(config(&h, &remote, notes_config(false))).await;
+    let note = remote
+        .wait_note("the bad pool fails", &commit, |n| {
+            line(n, "kubelet-gitops/bad").is_some_and(|l| l.contains(": failure: "))
+                && line(n, "kubelet-gitops/good").is_some_and(|l| l.contains(": success: "))
+                // The summary is written after the pools' lines of its round.
+                && line(n, "kubelet-gitops")
+                    .is_some_and(|l| l.contains(": failure: 2 pools: 1 failed, 1 done"))
+        })
+        .await;
+    let state = r.sync_state().borrow().clone();
+    let bad = state.pools.iter().find(|p| p.pool == "bad").unwrap();
+    assert_eq!(bad.phase, PoolPhase::Halted);
+    let node = &bad.failed[0].node;
+    let cm = &state.applied.as_ref().unwrap().configmaps["bad"];
+    let expected = format!(
+        "{node} rolled back: kubelet did not become healthy: healthz failed (1 failed; 0/3 nodes on {cm})"
+    );
+    assert_eq!(
+        line(&note, "kubelet-gitops/bad"),
+        Some(format!("kubelet-gitops/bad: failure: {expected}").as_str()),
+        "{note}"
+    );
+    assert_eq!(
+        line(&note, "kubelet-gitops"),
+        Some(
+            format!("kubelet-gitops: failure: 2 pools: 1 failed, 1 done; bad: {expected}").as_str()
+        )
+    );
+    r.stop().await.unwrap();
+    h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_commit_gets_an_error_naming_file_and_line_and_applies_nothing() {
+    init_tracing();
+    let mut h = Harness::start(Inventory::generate(6, &["a", "b"])).await;
+    h.start_agent(AgentOptions::default()).await;
+    let remote = Remote::init(h.dir.path());
+    two_pools(&h, "    maxPods: 60\n");
+    let good = h.repo.commit("valid");
+    remote.push(&h.repo.path, "main", "refs/heads/main");
+    let r = h.reconciler(config(&h, &remote, notes_config(false))).await;
+    let mut sync = r.sync_state();
+    wait_state(&mut sync, "valid commit complete", LONG, |s| {
+        all_complete(s, 2)
+    })
+    .await;
+    remote
+        .wait_note("the valid commit succeeds", &good, |n| {
+            line(n, "kubelet-gitops").is_some_and(|l| l.contains(": success: "))
+        })
+        .await;
+    let nodes_before = h.nodes();
+    let cms_before = h.configmaps().len();
+    h.sim.request_log().reset();
+
+    // Line 10 of the pool file: `    maxPod: 61` (a typo).
+    two_pools(&h, "    maxPod: 61\n");
+    let bad = h.repo.commit("typo");
+    remote.push(&h.repo.path, "main", "refs/heads/main");
+    let note = remote
+        .wait_note("the invalid commit errors", &bad, |n| {
+            line(n, "kubelet-gitops").is_some_and(|l| l.contains(": error: "))
+        })
+        .await;
+    let error = line(&note, "kubelet-gitops").unwrap();
+    assert!(
+        error.starts_with("kubelet-gitops: error: pools/a.yaml:10:") && error.contains("maxPod"),
+        "{note}"
+    );
+    assert_eq!(note.lines().count(), 1, "no pool context on it: {note}");
+
+    let before = ok_reconciles(&r);
+    wait_reconciles(&r, before, 3).await;
+    let entries = h.sim.request_log().entries();
+    assert!(
+        reconciler_writes(&entries).is_empty(),
+        "nothing written: {:?}",
+        reconciler_writes(&entries)
+    );
+    assert_eq!(h.configmaps().len(), cms_before);
+    for (a, b) in nodes_before.iter().zip(h.nodes()) {
+        assert_eq!(ann(a, DESIRED_CONFIG), ann(&b, DESIRED_CONFIG));
+    }
+    // The valid commit keeps its statuses.
+    let note = remote.note(&good).unwrap();
+    assert_eq!(
+        line(&note, "kubelet-gitops"),
+        Some("kubelet-gitops: success: 2 pools: 2 done")
+    );
+    r.stop().await.unwrap();
+    h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_request_head_gets_a_plan_and_changes_no_node() {
+    init_tracing();
+    let mut h = Harness::start(Inventory::generate(6, &["a", "b"])).await;
+    h.start_agent(AgentOptions::default()).await;
+    let remote = Remote::init(h.dir.path());
+    two_pools(&h, "    maxPods: 60\n");
+    let base = h.repo.commit("valid");
+    remote.push(&h.repo.path, "main", "refs/heads/main");
+    let r = h.reconciler(config(&h, &remote, notes_config(true))).await;
+    let mut sync = r.sync_state();
+    wait_state(&mut sync, "branch complete", LONG, |s| all_complete(s, 2)).await;
+    remote
+        .wait_note("the branch succeeds", &base, |n| {
+            line(n, "kubelet-gitops").is_some_and(|l| l.contains(": success: "))
+        })
+        .await;
+    let nodes_before = h.nodes();
+    let cms_before = h.configmaps();
+    h.sim.request_log().reset();
+
+    // Pull request 7 changes pool a; pull request 8 does not validate. Neither is on
+    // the branch.
+    h.repo.write(
+        "pools/a.yaml",
+        &pool_yaml("a", "a", "maxUnavailable: 2", "    maxPods: 90\n"),
+    );
+    let pr7 = h.repo.commit("pool a: maxPods 90");
+    remote.push(&h.repo.path, &pr7, "refs/pull/7/head");
+    h.repo.write(
+        "pools/b.yaml",
+        &pool_yaml("b", "b", "maxUnavailable: 2", "    maxPod: 91\n"),
+    );
+    let pr8 = h.repo.commit("typo");
+    remote.push(&h.repo.path, &pr8, "refs/pull/8/head");
+
+    let note = remote
+        .wait_note("pull request 7 is planned", &pr7, |n| {
+            line(n, "kubelet-gitops/plan").is_some()
+        })
+        .await;
+    assert_eq!(
+        note.trim_end(),
+        "kubelet-gitops/plan: success: 1 pool changes, 3 nodes",
+        "{note}"
+    );
+    let note = remote
+        .wait_note("pull request 8 is an error", &pr8, |n| {
+            line(n, "kubelet-gitops/plan").is_some()
+        })
+        .await;
+    let plan = line(&note, "kubelet-gitops/plan").unwrap();
+    assert!(
+        plan.starts_with(
+            "kubelet-gitops/plan: error: error: 1 error in the repository; pools/b.yaml:10:"
+        ) && plan.contains("maxPod"),
+        "{note}"
+    );
+
+    // Nothing of either pull request reached the cluster: no write by the reconciler
+    // since they were pushed (the request log), no new ConfigMap, no node moved.
+    let before = ok_reconciles(&r);
+    wait_reconciles(&r, before, 3).await;
+    let entries = h.sim.request_log().entries();
+    assert!(
+        reconciler_writes(&entries).is_empty(),
+        "a review wrote to the cluster: {:?}",
+        reconciler_writes(&entries)
+    );
+    assert_eq!(h.configmaps(), cms_before);
+    for (a, b) in nodes_before.iter().zip(h.nodes()) {
+        assert_eq!(
+            ann(a, DESIRED_CONFIG),
+            ann(&b, DESIRED_CONFIG),
+            "{}",
+            name(a)
+        );
+    }
+    assert_eq!(
+        r.sync_state().borrow().applied.as_ref().unwrap().commit,
+        base,
+        "the branch is what runs"
+    );
+    let (_, metrics) = http_get(r.admin_addr().unwrap(), "/metrics").await;
+    assert_eq!(
+        sample(&metrics, "kubelet_gitops_reviews_total{result=\"planned\"}"),
+        Some(1.0),
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(&metrics, "kubelet_gitops_reviews_total{result=\"invalid\"}"),
+        Some(1.0)
+    );
+    r.stop().await.unwrap();
+    h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn github_statuses_and_a_plan_comment_updated_in_place() {
+    init_tracing();
+    let forge = ForgeServer::start(Kind::GitHub, TOKEN).await;
+    let mut h = Harness::start(Inventory::generate(6, &["a", "b"])).await;
+    h.start_agent(AgentOptions::default()).await;
+    let remote = Remote::init(h.dir.path());
+    let token_file = h.dir.path().join("forge-token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+    two_pools(&h, "    maxPods: 60\n");
+    let base = h.repo.commit("valid");
+    remote.push(&h.repo.path, "main", "refs/heads/main");
+    let status = StatusConfig {
+        backend: StatusBackendConfig::GitHub(
+            GitHubConfig::new(OWNER, REPO, &token_file).with_api_url(forge.base_url()),
+        ),
+        review: true,
+        comment: true,
+        target_url: Some("https://dashboard.example.com/kubelet".into()),
+        ..StatusConfig::default()
+    };
+    let r = h.reconciler(config(&h, &remote, status)).await;
+
+    let latest = |sha: &str, context: &str| {
+        forge
+            .statuses()
+            .into_iter()
+            .rfind(|s| s.sha == sha && s.context == context)
+    };
+    let wait_status = async |what: &str, sha: &str, context: &str, state: &str| {
+        let start = Instant::now();
+        loop {
+            if let Some(s) = latest(sha, context).filter(|s| s.state == state) {
+                return s;
+            }
+            assert!(
+                start.elapsed() < LONG,
+                "{what}: not reached; statuses: {:#?}",
+                forge.statuses()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    let summary = wait_status("summary success", &base, "kubelet-gitops", "success").await;
+    assert_eq!(summary.description, "2 pools: 2 done");
+    assert_eq!(
+        summary.target_url.as_deref(),
+        Some("https://dashboard.example.com/kubelet")
+    );
+    for pool in ["a", "b"] {
+        let s = latest(&base, &format!("kubelet-gitops/{pool}")).unwrap();
+        assert_eq!(s.state, "success", "{s:?}");
+        assert!(s.description.starts_with("3/3 nodes on kubelet-"), "{s:?}");
+    }
+    // Posted only on change: one final status per context, no repeats of it.
+    let successes = forge
+        .statuses()
+        .iter()
+        .filter(|s| s.sha == base && s.state == "success")
+        .count();
+    assert_eq!(successes, 3, "{:#?}", forge.statuses());
+
+    // A pull request: a plan status and one comment ...
+    h.repo.write(
+        "pools/a.yaml",
+        &pool_yaml("a", "a", "maxUnavailable: 2", "    maxPods: 90\n"),
+    );
+    let head1 = h.repo.commit("pool a: maxPods 90");
+    remote.push(&h.repo.path, &head1, "refs/pull/7/head");
+    let plan = wait_status(
+        "plan of the first push",
+        &head1,
+        "kubelet-gitops/plan",
+        "success",
+    )
+    .await;
+    assert_eq!(plan.description, "1 pool changes, 3 nodes");
+    let wait_comment = async |contains: &str| {
+        let start = Instant::now();
+        loop {
+            let comments = forge.comments(7);
+            if comments.iter().any(|(_, body)| body.contains(contains)) {
+                return comments;
+            }
+            assert!(
+                start.elapsed() < LONG,
+                "comment with {contains}: {comments:#?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    let comments = wait_comment(short(&head1)).await;
+    assert_eq!(comments.len(), 1, "{comments:#?}");
+    let (id, body) = &comments[0];
+    assert!(body.starts_with(PLAN_MARKER), "{body}");
+    assert!(body.contains("maxPods"), "{body}");
+
+    // ... updated in place by the second push.
+    h.repo.write(
+        "pools/b.yaml",
+        &pool_yaml("b", "b", "maxUnavailable: 2", "    maxPods: 75\n"),
+    );
+    let head2 = h.repo.commit("pool b: maxPods 75");
+    remote.push(&h.repo.path, &head2, "refs/pull/7/head");
+    let plan = wait_status(
+        "plan of the second push",
+        &head2,
+        "kubelet-gitops/plan",
+        "success",
+    )
+    .await;
+    assert_eq!(plan.description, "2 pools change, 6 nodes");
+    let comments = wait_comment(short(&head2)).await;
+    assert_eq!(comments.len(), 1, "updated in place, not a second comment");
+    assert_eq!(comments[0].0, *id);
+    assert!(!comments[0].1.contains(short(&head1)), "{}", comments[0].1);
+
+    assert!(forge.violations().is_empty(), "{:#?}", forge.violations());
+    assert_eq!(
+        r.sync_state().borrow().applied.as_ref().unwrap().commit,
+        base
+    );
+    r.stop().await.unwrap();
+    h.shutdown().await;
+}
