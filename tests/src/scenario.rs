@@ -1,0 +1,820 @@
+//! [`E2e`]: a running scenario. It starts the processes (the repository's remote, the
+//! sim, an agent per node, the reconciler), drives them (pushes, kills, restarts, a node
+//! joining), waits for conditions, and on failure prints every log's tail.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Api;
+use kube::api::PostParams;
+use kubelet_gitops_sim::kubelet::HttpTarget;
+use serde_json::Value;
+use tokio::sync::OwnedMutexGuard;
+
+use crate::cluster::{
+    Cluster, Converged, KubeletInfo, applied_targets, client, current_pools, read_config,
+};
+use crate::process::{self, Binaries, Proc};
+use crate::{
+    ConfigFileWatch, E2eError, GitRemote, KEEP_ENV, NAMESPACE, NodeSpec, NodeView, Options,
+    PATIENCE, Pool, REQUIRE_ENV, Recorder, SERIAL, TAIL_LINES, repo, summary,
+};
+
+/// The processes of a scenario.
+struct Procs {
+    sim: Proc,
+    git: GitRemote,
+    reconciler: Proc,
+    agents: BTreeMap<String, Proc>,
+    kubelets: BTreeMap<String, Proc>,
+}
+
+impl Procs {
+    /// An error naming the first process that exited on its own.
+    fn check(&mut self) -> Result<(), E2eError> {
+        self.sim.check_running()?;
+        self.git.daemon().check_running()?;
+        self.reconciler.check_running()?;
+        for p in self.agents.values_mut().chain(self.kubelets.values_mut()) {
+            p.check_running()?;
+        }
+        Ok(())
+    }
+
+    /// SIGKILLs every process and reaps it.
+    async fn kill_all(&mut self) -> Result<(), E2eError> {
+        self.reconciler.kill().await?;
+        for p in self.agents.values_mut().chain(self.kubelets.values_mut()) {
+            p.kill().await?;
+        }
+        self.sim.kill().await?;
+        self.git.daemon().kill().await
+    }
+}
+
+/// A running scenario: the processes, the cluster, the repository.
+pub struct E2e {
+    // Fields drop in order: the processes before the directory they work in.
+    procs: Procs,
+    cluster: Cluster,
+    scenario: String,
+    started: Instant,
+    dir: Option<tempfile::TempDir>,
+    path: PathBuf,
+    bins: Binaries,
+    options: Options,
+    reconciler_port: u16,
+    finished: bool,
+    _serial: OwnedMutexGuard<()>,
+}
+
+impl std::ops::Deref for E2e {
+    type Target = Cluster;
+
+    fn deref(&self) -> &Cluster {
+        &self.cluster
+    }
+}
+
+/// Whether the environment variable `name` is set to something other than `0`.
+fn env_flag(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+fn words(args: &[&str]) -> Vec<OsString> {
+    args.iter().map(OsString::from).collect()
+}
+
+fn go_duration(d: Duration) -> String {
+    format!("{}ms", d.as_millis())
+}
+
+impl E2e {
+    /// Starts everything for `scenario`: the repository (its first commit pushed), the
+    /// sim, an agent per node, and the reconciler. `Ok(None)` when the binaries are not
+    /// built (the reason is printed).
+    pub async fn start(scenario: &str, options: Options) -> Result<Option<E2e>, E2eError> {
+        let serial = SERIAL.clone().lock_owned().await;
+        let bins = match Binaries::locate() {
+            Ok(b) => b,
+            Err(e) if !env_flag(REQUIRE_ENV) => {
+                eprintln!("e2e {scenario}: SKIPPED: {e}");
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        };
+        let started = Instant::now();
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("kubelet-gitops-e2e-{scenario}-"))
+            .tempdir()
+            .map_err(E2eError::io("creating the scenario directory"))?;
+        let path = dir.path().to_path_buf();
+        let (cluster, procs, reconciler_port) = match launch(&path, &bins, &options).await {
+            Ok(launched) => launched,
+            Err(e) => {
+                // The processes started so far are killed as they drop; keep their logs.
+                let kept = dir.keep();
+                eprintln!(
+                    "\n===== e2e {scenario} could not start after {:.1?}: {e}; everything is in {} =====",
+                    started.elapsed(),
+                    kept.display()
+                );
+                print_log_tails(&kept.join("logs"));
+                return Err(e);
+            }
+        };
+        let mut e2e = E2e {
+            scenario: scenario.to_string(),
+            started,
+            dir: Some(dir),
+            path,
+            bins,
+            options,
+            cluster,
+            procs,
+            reconciler_port,
+            finished: false,
+            _serial: serial,
+        };
+        let names: Vec<String> = e2e.cluster.kubelets.keys().cloned().collect();
+        for name in &names {
+            e2e.spawn_agent(name)?;
+        }
+        e2e.wait_agents_reporting(&names).await?;
+        e2e.wait_reconciler_serving().await?;
+        Ok(Some(e2e))
+    }
+
+    /// The scenario's directory (logs, node roots, checkpoints, repositories).
+    pub fn dir(&self) -> &Path {
+        &self.path
+    }
+
+    /// The options the scenario started with.
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    /// The config repository.
+    pub fn git(&self) -> &GitRemote {
+        &self.procs.git
+    }
+
+    /// The names of the inventory nodes in `pool`, by name.
+    pub fn pool_nodes(&self, pool: &str) -> Vec<String> {
+        self.options
+            .nodes
+            .iter()
+            .filter(|n| n.pool.as_deref() == Some(pool))
+            .map(|n| n.name.clone())
+            .collect()
+    }
+
+    /// Writes `pool`'s file in the work tree.
+    pub fn write_pool(&self, pool: &Pool) -> Result<(), E2eError> {
+        self.procs.git.write(&pool.path(), &pool.yaml())
+    }
+
+    /// The pool of the first commit named `name`.
+    pub fn pool(&self, name: &str) -> Result<Pool, E2eError> {
+        self.options
+            .pools
+            .iter()
+            .find(|p| p.name == name)
+            .cloned()
+            .ok_or_else(|| E2eError::Unexpected {
+                what: format!("pool {name}"),
+                message: "not in the scenario's first commit".into(),
+            })
+    }
+
+    /// Waits until `check` returns something for the Nodes (as the node watch last saw
+    /// them), failing at once if a process exits.
+    pub async fn wait_nodes<T>(
+        &mut self,
+        what: &str,
+        mut check: impl FnMut(&BTreeMap<String, NodeView>) -> Option<T>,
+    ) -> Result<T, E2eError> {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            self.procs.check()?;
+            match self
+                .cluster
+                .recorder
+                .wait_for(what, Duration::from_secs(1), &mut check)
+                .await
+            {
+                Err(E2eError::Timeout { state, .. }) if Instant::now() >= deadline => {
+                    return Err(E2eError::Timeout {
+                        what: what.to_string(),
+                        waited: PATIENCE,
+                        state,
+                    });
+                }
+                Err(E2eError::Timeout { .. }) => {}
+                other => return other,
+            }
+        }
+    }
+
+    /// Polls `check` every 100 ms until it returns something, failing at once if a
+    /// process exits.
+    pub async fn poll<T>(
+        &mut self,
+        what: &str,
+        mut check: impl AsyncFnMut(&Cluster) -> Result<Option<T>, E2eError>,
+    ) -> Result<T, E2eError> {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            self.procs.check()?;
+            let last = match check(&self.cluster).await {
+                Ok(Some(t)) => return Ok(t),
+                Ok(None) => None,
+                Err(e) => Some(e.to_string()),
+            };
+            if Instant::now() >= deadline {
+                let nodes = summary(self.cluster.recorder.latest().values());
+                return Err(E2eError::Timeout {
+                    what: what.to_string(),
+                    waited: PATIENCE,
+                    state: match last {
+                        Some(e) => format!("last error: {e}\n{nodes}"),
+                        None => nodes,
+                    },
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Waits until the reconciler has published the work tree's HEAD; returns each
+    /// pool's target, `<namespace>/<configmap>`.
+    pub async fn wait_applied(&mut self) -> Result<BTreeMap<String, String>, E2eError> {
+        let head = self.procs.git.head().await?;
+        self.poll(&format!("the reconciler applying {head}"), async |c| {
+            Ok(applied_targets(&c.readyz().await?, &head))
+        })
+        .await
+    }
+
+    /// Waits until the reconciler has applied the work tree's HEAD and every pool is
+    /// `Complete` in its `/readyz`, and until every node of each pool is Done on the
+    /// pool's ConfigMap.
+    pub async fn wait_converged(&mut self) -> Result<Converged, E2eError> {
+        let head = self.procs.git.head().await?;
+        let what = format!("every pool rolled out at {head}");
+        let targets = self
+            .poll(&what, async |c| {
+                let r = c.readyz().await?;
+                let Some(targets) = applied_targets(&r, &head) else {
+                    return Ok(None);
+                };
+                let pools = current_pools(&r, &targets);
+                let complete =
+                    pools.len() == targets.len() && pools.iter().all(|p| p["phase"] == "Complete");
+                Ok(complete.then_some(targets))
+            })
+            .await?;
+        self.wait_nodes(&format!("{what}: every node Done"), |nodes| {
+            nodes
+                .values()
+                .all(|n| match n.pool().and_then(|p| targets.get(p)) {
+                    Some(t) => n.done_on(t),
+                    None => true,
+                })
+                .then_some(())
+        })
+        .await?;
+        Ok(Converged {
+            commit: head,
+            targets,
+        })
+    }
+
+    /// Waits until `pool` has `phase` in the reconciler's `/readyz` for the work tree's
+    /// HEAD; returns the pool's entry.
+    pub async fn wait_pool_phase(&mut self, pool: &str, phase: &str) -> Result<Value, E2eError> {
+        let head = self.procs.git.head().await?;
+        self.poll(&format!("pool {pool} {phase} at {head}"), async |c| {
+            let r = c.readyz().await?;
+            let Some(targets) = applied_targets(&r, &head) else {
+                return Ok(None);
+            };
+            Ok(current_pools(&r, &targets)
+                .into_iter()
+                .find(|p| p["pool"] == pool && p["phase"] == phase))
+        })
+        .await
+    }
+
+    /// Waits until the reconciler has finished `n` more reconciles (counted by
+    /// `kubelet_gitops_reconciles_total{result="ok"}`): everything it saw before this call
+    /// has been planned and acted on.
+    pub async fn wait_reconciles(&mut self, n: u32) -> Result<(), E2eError> {
+        const SERIES: &str = "kubelet_gitops_reconciles_total{result=\"ok\"}";
+        let start = self.cluster.metric(SERIES).await?.unwrap_or(0.0);
+        self.poll(&format!("{n} more reconciles"), async |c| {
+            let now = c.metric(SERIES).await?.unwrap_or(0.0);
+            Ok((now >= start + f64::from(n)).then_some(()))
+        })
+        .await
+    }
+
+    /// SIGKILLs the reconciler.
+    pub async fn kill_reconciler(&mut self) -> Result<(), E2eError> {
+        self.procs.reconciler.kill().await
+    }
+
+    /// Starts the reconciler again, with the same options and cache directory.
+    pub async fn restart_reconciler(&mut self) -> Result<(), E2eError> {
+        self.procs.reconciler.start()?;
+        self.wait_reconciler_serving().await
+    }
+
+    /// SIGKILLs `node`'s agent (the restart command it ran, if any, keeps running, as a
+    /// systemd job would).
+    pub async fn kill_agent(&mut self, node: &str) -> Result<(), E2eError> {
+        match self.procs.agents.get_mut(node) {
+            Some(a) => a.kill().await,
+            None => Err(E2eError::Unexpected {
+                what: format!("killing the agent of {node}"),
+                message: "no such agent".into(),
+            }),
+        }
+    }
+
+    /// Starts `node`'s agent again.
+    pub fn restart_agent(&mut self, node: &str) -> Result<(), E2eError> {
+        match self.procs.agents.get_mut(node) {
+            Some(a) => a.start(),
+            None => Err(E2eError::Unexpected {
+                what: format!("starting the agent of {node}"),
+                message: "no such agent".into(),
+            }),
+        }
+    }
+
+    /// A node joins: a stand-in kubelet as its own process registers Node `name` with the
+    /// pool label `pool` (as a new machine's kubelet does), and its agent starts once the
+    /// Node is there.
+    pub async fn add_node(&mut self, name: &str, pool: &str) -> Result<(), E2eError> {
+        let inventory = self.path.join(format!("inventory-{name}.yaml"));
+        let spec = NodeSpec::new(name, pool);
+        std::fs::write(&inventory, format!("nodes:\n{}", spec.inventory_entry()))
+            .map_err(E2eError::io("writing the joining node's inventory"))?;
+        let root = self.path.join("joined").join(name);
+        let port = process::free_port()?;
+        let kubelet = Proc::spawn(
+            format!("kubelet-{name}"),
+            &self.bins.sim,
+            words(&[
+                "kubelet",
+                "--root",
+                &root.display().to_string(),
+                "--node",
+                name,
+                "--kubeconfig",
+                &self.cluster.kubeconfig.display().to_string(),
+                "--nodes",
+                &inventory.display().to_string(),
+                "--port",
+                &port.to_string(),
+                "--kubelet-start-delay",
+                &go_duration(self.options.kubelet_start_delay),
+                "--not-ready-delay",
+                "1s",
+                "--lease-renew-interval",
+                "1s",
+                "--restart-after-exit",
+                "2s",
+            ]),
+            self.path.join("logs").join(format!("kubelet-{name}.log")),
+        )?;
+        let pid = kubelet.pid().ok_or_else(|| E2eError::Unexpected {
+            what: format!("the kubelet process of {name}"),
+            message: "exited at once".into(),
+        })?;
+        self.procs.kubelets.insert(name.to_string(), kubelet);
+        // Its own process: systemctl restart is a SIGHUP here.
+        let restart = restart_command(
+            self.options.restart_delay,
+            self.options.restart_detached,
+            &["kill", "-HUP", &pid.to_string()],
+        );
+        self.wait_nodes(&format!("node {name} registered and Ready"), |nodes| {
+            nodes
+                .get(name)
+                .filter(|n| n.ready.as_deref() == Some("True"))
+                .map(|_| ())
+        })
+        .await?;
+        let local_config = read_config(&root)?;
+        self.cluster.kubelets.insert(
+            name.to_string(),
+            KubeletInfo {
+                url: format!("http://127.0.0.1:{port}"),
+                root,
+                restart,
+                local_config,
+            },
+        );
+        self.spawn_agent(name)?;
+        Ok(())
+    }
+
+    /// Starts watching every kubelet config file (see [`ConfigFileWatch`]).
+    pub fn watch_config_files(&self) -> ConfigFileWatch {
+        ConfigFileWatch::start(
+            self.cluster
+                .kubelets
+                .values()
+                .map(KubeletInfo::config_file)
+                .collect(),
+        )
+    }
+
+    /// The reconciler's log lines that are JSON objects whose `message` is `message`.
+    pub fn reconciler_log_events(&self, message: &str) -> Vec<Value> {
+        let text = std::fs::read_to_string(self.procs.reconciler.log()).unwrap_or_default();
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| v["message"] == message || v["fields"]["message"] == message)
+            .collect()
+    }
+
+    /// Ends the scenario: checks that no process died, stops them all, removes the
+    /// directory (unless [`KEEP_ENV`] is set), and prints the time the scenario took.
+    pub async fn finish(mut self) -> Result<(), E2eError> {
+        self.procs.check()?;
+        self.procs.kill_all().await?;
+        self.finished = true;
+        eprintln!(
+            "e2e {}: passed in {:.1?}",
+            self.scenario,
+            self.started.elapsed()
+        );
+        Ok(())
+    }
+
+    fn spawn_agent(&mut self, node: &str) -> Result<(), E2eError> {
+        let k = self.cluster.kubelet(node)?.clone();
+        let checkpoints = self.path.join("agents").join(node);
+        let restart = k
+            .restart
+            .iter()
+            .map(|w| shell_quote(w))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let args = vec![
+            format!("--node-name={node}"),
+            format!("--kubeconfig={}", self.cluster.kubeconfig.display()),
+            format!("--checkpoint-dir={}", checkpoints.display()),
+            "--mode=replace".into(),
+            format!("--kubelet-config={}", k.config_file().display()),
+            "--flags-from=files".into(),
+            format!(
+                "--flags-file={}",
+                k.root.join("var/lib/kubelet/kubeadm-flags.env").display()
+            ),
+            "--restart-method=command".into(),
+            format!("--restart-command={restart}"),
+            format!("--healthz-url={}/healthz", k.url),
+            format!("--configz-url={}/configz", k.url),
+            "--host-root=/".into(),
+            format!("--cgroup-root={}", k.cgroup_root().display()),
+            "--cgroup-driver=systemd".into(),
+            "--health-timeout=5s".into(),
+            "--lkg-grace=2s".into(),
+            "--resync-interval=1s".into(),
+            "--admin-addr=127.0.0.1:0".into(),
+            "--log=info".into(),
+        ];
+        let proc = Proc::spawn(
+            format!("agent-{node}"),
+            &self.bins.agent,
+            args.into_iter().map(OsString::from).collect(),
+            self.path.join("logs").join(format!("agent-{node}.log")),
+        )?;
+        self.procs.agents.insert(node.to_string(), proc);
+        Ok(())
+    }
+
+    /// Waits until every agent of `nodes` has reported what its kubelet runs.
+    async fn wait_agents_reporting(&mut self, nodes: &[String]) -> Result<(), E2eError> {
+        self.wait_nodes("every agent reporting its node", |seen| {
+            nodes
+                .iter()
+                .all(|n| seen.get(n).is_some_and(|v| v.current.is_some()))
+                .then_some(())
+        })
+        .await
+    }
+
+    async fn wait_reconciler_serving(&mut self) -> Result<(), E2eError> {
+        self.poll("the reconciler serving /healthz", async |c| {
+            Ok(c.admin
+                .request("GET", "/healthz", None, None)
+                .await
+                .ok()
+                .filter(|(code, _)| *code == 200)
+                .map(|_| ()))
+        })
+        .await
+    }
+}
+
+impl Drop for E2e {
+    fn drop(&mut self) {
+        if self.finished && !env_flag(KEEP_ENV) {
+            return;
+        }
+        // Keep the directory: it holds the logs, node roots and repositories.
+        let dir = self.dir.take().map(tempfile::TempDir::keep);
+        if self.finished {
+            return;
+        }
+        eprintln!(
+            "\n===== e2e {} FAILED after {:.1?}; everything is in {} (reconciler admin port {}) =====",
+            self.scenario,
+            self.started.elapsed(),
+            dir.as_deref().unwrap_or(&self.path).display(),
+            self.reconciler_port,
+        );
+        eprintln!(
+            "nodes as last seen:\n{}",
+            summary(self.cluster.recorder.latest().values())
+        );
+        print_log_tails(&self.path.join("logs"));
+        // The processes are SIGKILLed as `procs` drops (kill_on_drop).
+    }
+}
+
+/// Starts the repository, the sim and the reconciler for a scenario in `path` (the
+/// agents come next, once the harness owns the processes).
+async fn launch(
+    path: &Path,
+    bins: &Binaries,
+    options: &Options,
+) -> Result<(Cluster, Procs, u16), E2eError> {
+    let logs = path.join("logs");
+    std::fs::create_dir_all(&logs).map_err(E2eError::io("creating the log directory"))?;
+
+    // The config repository, with its first commit, served by git daemon.
+    let git = GitRemote::start(path, logs.join("git-daemon.log")).await?;
+    git.write("kubelet-gitops.yaml", &repo::settings(&options.rollout))?;
+    git.write("base/kubelet.yaml", repo::BASE)?;
+    for p in &options.pools {
+        git.write(&p.path(), &p.yaml())?;
+    }
+    git.commit_and_push("initial kubelet configuration").await?;
+
+    // The sim and its stand-in kubelets.
+    let inventory = path.join("inventory.yaml");
+    let mut text = String::from("nodes:\n");
+    for n in &options.nodes {
+        text.push_str(&n.inventory_entry());
+    }
+    std::fs::write(&inventory, text).map_err(E2eError::io("writing the inventory"))?;
+    let kubeconfig = path.join("kubeconfig");
+    let sim_log = logs.join("sim.log");
+    let mut sim = Proc::spawn(
+        "sim",
+        &bins.sim,
+        words(&[
+            "serve",
+            "--nodes",
+            &inventory.display().to_string(),
+            "--kubeconfig-out",
+            &kubeconfig.display().to_string(),
+            "--workdir",
+            &path.join("sim").display().to_string(),
+            "--kubelet-start-delay",
+            &go_duration(options.kubelet_start_delay),
+            "--not-ready-delay",
+            "1s",
+            "--lease-renew-interval",
+            "1s",
+            "--restart-after-exit",
+            "2s",
+        ]),
+        sim_log.clone(),
+    )?;
+    let (sim_url, served) = wait_sim_ready(&mut sim, &sim_log, options.nodes.len()).await?;
+    let mut kubelets = BTreeMap::new();
+    for (name, (url, root)) in served {
+        let restart = restart_command(
+            options.restart_delay,
+            options.restart_detached,
+            &[
+                &bins.sim.display().to_string(),
+                "restart-kubelet",
+                "--server",
+                &sim_url,
+                "--node",
+                &name,
+            ],
+        );
+        let local_config = read_config(&root)?;
+        kubelets.insert(
+            name,
+            KubeletInfo {
+                url,
+                root,
+                restart,
+                local_config,
+            },
+        );
+    }
+
+    let client = client(&kubeconfig).await?;
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some(NAMESPACE.into()),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .map_err(E2eError::kube(format!("creating namespace {NAMESPACE}")))?;
+    let recorder = Recorder::start(client.clone()).await?;
+
+    let reconciler_port = process::free_port()?;
+    let admin = HttpTarget::parse(&format!("http://127.0.0.1:{reconciler_port}")).map_err(|e| {
+        E2eError::Unexpected {
+            what: "the reconciler's admin URL".into(),
+            message: e.to_string(),
+        }
+    })?;
+    let reconciler = Proc::spawn(
+        "reconciler",
+        &bins.reconciler,
+        reconciler_args(path, &git, &kubeconfig, reconciler_port),
+        logs.join("reconciler.log"),
+    )?;
+    Ok((
+        Cluster {
+            client,
+            kubeconfig,
+            sim_url,
+            kubelets,
+            admin,
+            recorder,
+        },
+        Procs {
+            sim,
+            git,
+            reconciler,
+            agents: BTreeMap::new(),
+            kubelets: BTreeMap::new(),
+        },
+        reconciler_port,
+    ))
+}
+
+/// Prints the last lines of every log in `logs`.
+fn print_log_tails(logs: &Path) {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(logs)
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    files.sort();
+    for log in files {
+        eprintln!("----- last {TAIL_LINES} lines of {}", log.display());
+        for line in process::tail(&log, TAIL_LINES) {
+            eprintln!("{line}");
+        }
+    }
+}
+
+/// The reconciler's command line.
+fn reconciler_args(dir: &Path, git: &GitRemote, kubeconfig: &Path, port: u16) -> Vec<OsString> {
+    [
+        "run".to_string(),
+        format!("--repo-url={}", git.url()),
+        "--branch=main".into(),
+        "--interval=1s".into(),
+        format!("--cache-dir={}", dir.join("reconciler-cache").display()),
+        format!("--kubeconfig={}", kubeconfig.display()),
+        "--identity=e2e-reconciler".into(),
+        format!("--admin-addr=127.0.0.1:{port}"),
+        "--log-format=json".into(),
+        "--log=info".into(),
+    ]
+    .into_iter()
+    .map(OsString::from)
+    .collect()
+}
+
+/// `command`, after `delay` if one is given, and in the background if `detached`
+/// (both through `sh -c`).
+fn restart_command(delay: Option<Duration>, detached: bool, command: &[&str]) -> Vec<String> {
+    if delay.is_none() && !detached {
+        return command.iter().map(|s| s.to_string()).collect();
+    }
+    let quoted: Vec<String> = command.iter().map(|w| shell_quote(w)).collect();
+    let mut script = String::new();
+    if let Some(d) = delay {
+        script.push_str(&format!("sleep {:.3}; ", d.as_secs_f64()));
+    }
+    if detached {
+        script.push_str(&format!("{} >/dev/null 2>&1 &", quoted.join(" ")));
+    } else {
+        script.push_str(&format!("exec {}", quoted.join(" ")));
+    }
+    vec!["sh".into(), "-c".into(), script]
+}
+
+/// `word` in single quotes for a POSIX shell (and for the agent's command-line split).
+fn shell_quote(word: &str) -> String {
+    if !word.is_empty()
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./:=@,+".contains(&b))
+    {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+/// Waits for `serve` to print its URL and one line per node
+/// (`node NAME: kubelet URL PHASE  root DIR`); returns the URL and each node's kubelet
+/// URL and root.
+async fn wait_sim_ready(
+    sim: &mut Proc,
+    log: &Path,
+    nodes: usize,
+) -> Result<(String, BTreeMap<String, (String, PathBuf)>), E2eError> {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        sim.check_running()?;
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let url = text
+            .lines()
+            .find_map(|l| l.strip_prefix("API server:"))
+            .map(|u| u.trim().to_string());
+        let served: BTreeMap<String, (String, PathBuf)> = text
+            .lines()
+            .filter_map(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                match w.as_slice() {
+                    ["node", name, "kubelet", url, _phase, "root", root, ..] => Some((
+                        name.trim_end_matches(':').to_string(),
+                        (url.to_string(), PathBuf::from(root)),
+                    )),
+                    _ => None,
+                }
+            })
+            .collect();
+        if let Some(url) = url
+            && served.len() == nodes
+        {
+            return Ok((url, served));
+        }
+        if Instant::now() >= deadline {
+            return Err(E2eError::Timeout {
+                what: "the sim serving its nodes".into(),
+                waited: PATIENCE,
+                state: text,
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restart_commands_survive_the_agents_word_splitting() {
+        let words = [
+            "/t d/kubelet-gitops-sim",
+            "restart-kubelet",
+            "--node",
+            "n-1",
+        ];
+        assert_eq!(restart_command(None, false, &words), words);
+        let cmd = restart_command(Some(Duration::from_millis(1500)), false, &words);
+        assert_eq!(cmd[0], "sh");
+        assert_eq!(
+            cmd[2],
+            "sleep 1.500; exec '/t d/kubelet-gitops-sim' restart-kubelet --node n-1"
+        );
+        let detached = restart_command(None, true, &words);
+        assert_eq!(
+            detached[2],
+            "'/t d/kubelet-gitops-sim' restart-kubelet --node n-1 >/dev/null 2>&1 &"
+        );
+        for cmd in [cmd, detached] {
+            let line: Vec<String> = cmd.iter().map(|w| shell_quote(w)).collect();
+            let back = kubelet_gitops_core::flags::split_command_line(&line.join(" ")).unwrap();
+            assert_eq!(back, cmd);
+        }
+    }
+}
