@@ -497,7 +497,7 @@ impl Reconciler {
                                 target = %r.target,
                                 node = %f.node,
                                 state = %f.state,
-                                message = f.message.as_deref().unwrap_or(""),
+                                agent_message = f.message.as_deref().unwrap_or(""),
                                 "rollout halted: a node failed on the pool's config; nothing more is assigned until a new commit changes it"
                             );
                         }
