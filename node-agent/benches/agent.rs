@@ -128,6 +128,19 @@ async fn main() {
         .await
         .expect("namespace");
 
+    // The stand-in kubelet computes the pods cgroup with the sim's pid_max, a real kubelet
+    // with the host's; the agent reads the host's unless the Node's capacity has `pid`.
+    // Give it the sim's, so that its pods-cgroup check finds what it finds on a real node.
+    wait("the Node", || {
+        sim.store().get(kinds::nodes(), None, "w1").is_ok()
+    })
+    .await;
+    let pid_capacity = json!({"status": {"capacity": {"pid": "4194304"}}});
+    Api::<Node>::all(client.clone())
+        .patch_status("w1", &PatchParams::default(), &Patch::Merge(&pid_capacity))
+        .await
+        .expect("pid capacity");
+
     let root = sim.node_root("w1");
     let kubelet_url = sim.kubelet("w1").expect("kubelet").url();
     let stamps = dir.path().join("restarts");

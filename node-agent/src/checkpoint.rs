@@ -11,7 +11,7 @@
 //! | `meta/last-known-good` | the config to fall back to ([`Checkpoint`]), JSON with its own sha256 |
 //! | `checkpoints/<uid>/<resourceVersion>/kubelet` | a ConfigMap's payload, byte for byte |
 //! | `checkpoints/<uid>/<resourceVersion>/kubelet.sha256` | its sha256, in `sha256sum` format; written last, it marks the checkpoint complete |
-//! | `local/kubelet`, `local/kubelet.sha256` | the node's own config file, saved once before the agent first overwrites it |
+//! | `local/kubelet`, `local/kubelet.sha256` | the node's own config file, saved before the agent first overwrites it, and saved again when the node's file changes while the node runs its local config |
 //!
 //! Every file is written with [`write_atomic`]: a temp file in the same directory,
 //! `sync_all`, rename over the target, fsync of the directory. A crash at any instant
@@ -32,7 +32,8 @@
 //! pub struct Checkpoint { pub config: ConfigRef, pub uid: String, pub resource_version: String, pub sha256: String }
 //! pub enum ApplyPhase { Checkpointed, Written, Restarted, Verified }
 //! pub struct Assigned { pub checkpoint: Checkpoint, pub phase: ApplyPhase, pub since: u64, pub previous: Option<Checkpoint>,
-//!                       pub state_files: Option<Vec<String>>, pub ready_pods: Vec<String> }
+//!                       pub state_files: Option<Vec<String>>, pub ready_pods: Vec<String>, pub failed: Option<Verdict> }
+//! pub struct Verdict { pub config: ConfigRef, pub reason: String, pub at: u64, pub reported_to: Option<String> }
 //! impl Assigned { pub fn new(checkpoint: Checkpoint, phase: ApplyPhase, since: u64, previous: Option<Checkpoint>) -> Self }
 //! impl CheckpointStore {
 //!     pub fn open(dir: &Path) -> Result<Self, CheckpointError>
@@ -47,6 +48,7 @@
 //!     pub fn set_last_known_good(&self, cp: &Checkpoint) -> Result<(), CheckpointError>
 //!     pub fn clear_last_known_good(&self) -> Result<(), CheckpointError>
 //!     pub fn save_local_original(&self, bytes: &[u8]) -> Result<bool, CheckpointError>   // false: one was already saved
+//!     pub fn refresh_local_original(&self, bytes: &[u8]) -> Result<bool, CheckpointError>  // false: already that copy
 //!     pub fn local_original(&self) -> Result<Option<Vec<u8>>, CheckpointError>
 //!     pub fn prune(&self, keep: &[&Checkpoint]) -> Result<Vec<PathBuf>, CheckpointError>  // removed dirs
 //! }
@@ -70,6 +72,8 @@ use crate::error::CheckpointError;
 pub const PAYLOAD_FILE: &str = "kubelet";
 /// The file holding a payload's sha256.
 pub const PAYLOAD_SHA_FILE: &str = "kubelet.sha256";
+/// In `local/`: the sha256 of the copy a refresh is writing (present only during one).
+const NEXT_SHA_FILE: &str = "kubelet.next.sha256";
 
 const META_DIR: &str = "meta";
 const CHECKPOINTS_DIR: &str = "checkpoints";
@@ -234,6 +238,35 @@ pub struct Assigned {
     /// Ready again, also after an agent restart. Absent (older agents) is empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ready_pods: Vec<String>,
+    /// Set on a rollback: the verdict on the config this assignment replaces because the
+    /// kubelet failed with it. Recorded in the same atomic write that assigns the
+    /// fallback, before anything is written to the kubelet's file or the API server, so
+    /// a restarted agent (or one that cannot reach the API server) never retries the
+    /// failed config and carries on with the fallback. Kept while the fallback runs; a
+    /// new desired config clears it. Absent in files written by older agents (which
+    /// ignore it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<Verdict>,
+}
+
+/// The verdict on a config the kubelet did not come back healthy with (see
+/// [`Assigned::failed`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Verdict {
+    /// The config that failed.
+    #[serde(with = "config_ref")]
+    pub config: ConfigRef,
+    /// Why, in the kubelet's words: `kubelet did not become healthy within 2m: ...`.
+    pub reason: String,
+    /// When the verdict was reached, in seconds since the Unix epoch.
+    pub at: u64,
+    /// The uid of the Node object the verdict was reported on, once the API server took
+    /// it. A Node that no longer shows a verdict it was shown had it cleared by a person
+    /// (a retry); a Node with another uid (re-created) is told again. `None`: not
+    /// reported yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reported_to: Option<String>,
 }
 
 impl Assigned {
@@ -252,6 +285,7 @@ impl Assigned {
             previous,
             state_files: None,
             ready_pods: Vec::new(),
+            failed: None,
         }
     }
 }
@@ -554,8 +588,41 @@ impl CheckpointStore {
         Ok(true)
     }
 
-    /// The node's own config file as saved by [`CheckpointStore::save_local_original`],
-    /// verified against its sha256.
+    /// Replaces the saved copy of the node's own config file with `bytes` (the node's
+    /// file changed while it ran its local config: a `kubeadm upgrade`, a new node
+    /// image). Returns `false` when the saved copy is `bytes` already. Without a saved
+    /// copy it saves one ([`CheckpointStore::save_local_original`]).
+    ///
+    /// A crash at any instant leaves a copy that [`CheckpointStore::local_original`]
+    /// accepts, the old one or the new one: the new sha256 is first recorded in
+    /// `local/kubelet.next.sha256`, then the payload is replaced, then
+    /// `local/kubelet.sha256`, then the `.next` record is removed. A payload that matches
+    /// the `.next` record (a crash after the payload was replaced) is the new copy.
+    #[instrument(level = "debug", skip_all, fields(bytes = bytes.len()))]
+    pub fn refresh_local_original(&self, bytes: &[u8]) -> Result<bool, CheckpointError> {
+        let dir = self.dir.join(LOCAL_DIR);
+        let sha_path = dir.join(PAYLOAD_SHA_FILE);
+        if !sha_path.exists() {
+            return self.save_local_original(bytes);
+        }
+        let sum = sha256_hex(bytes);
+        if matches!(self.local_original(), Ok(Some(saved)) if saved == bytes) {
+            return Ok(false);
+        }
+        let record = format!("{sum}  {PAYLOAD_FILE}\n");
+        let next = dir.join(NEXT_SHA_FILE);
+        write_atomic(&next, record.as_bytes()).map_err(io_err("write", &next))?;
+        let payload = dir.join(PAYLOAD_FILE);
+        write_atomic(&payload, bytes).map_err(io_err("write", &payload))?;
+        write_atomic(&sha_path, record.as_bytes()).map_err(io_err("write", &sha_path))?;
+        fs::remove_file(&next).map_err(io_err("remove", &next))?;
+        sync_dir(&dir).map_err(io_err("sync directory", &dir))?;
+        info!(path = %payload.display(), sha256 = %sum, "saved the node's local kubelet config again");
+        Ok(true)
+    }
+
+    /// The node's own config file as saved by [`CheckpointStore::save_local_original`]
+    /// (or [`CheckpointStore::refresh_local_original`]), verified against its sha256.
     pub fn local_original(&self) -> Result<Option<Vec<u8>>, CheckpointError> {
         let dir = self.dir.join(LOCAL_DIR);
         let sha_path = dir.join(PAYLOAD_SHA_FILE);
@@ -563,8 +630,23 @@ impl CheckpointStore {
         if !sha_path.exists() && !payload.exists() {
             return Ok(None);
         }
-        let expected = read_sha_file(&dir)?;
-        read_verified(&dir, &expected).map(Some)
+        let expected = read_sha_file(&dir, PAYLOAD_SHA_FILE)?;
+        match read_verified(&dir, &expected) {
+            Ok(bytes) => Ok(Some(bytes)),
+            // A refresh interrupted between the payload and its sha256: the payload is
+            // the new copy when it matches the sha256 recorded for it first.
+            Err(CheckpointError::Corrupt { .. })
+                if dir.join(NEXT_SHA_FILE).exists()
+                    && read_sha_file(&dir, NEXT_SHA_FILE).is_ok_and(|next| {
+                        fs::read(&payload).is_ok_and(|b| sha256_hex(&b) == next)
+                    }) =>
+            {
+                warn!(path = %payload.display(), "a refresh of the saved local config was interrupted; using the new copy");
+                let bytes = fs::read(&payload).map_err(io_err("read", &payload))?;
+                Ok(Some(bytes))
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Removes every checkpoint but those in `keep` and those `meta/assigned` (with its
@@ -634,9 +716,9 @@ impl CheckpointStore {
     }
 }
 
-/// The sha256 a `.sha256` file in `dir` records.
-fn read_sha_file(dir: &Path) -> Result<String, CheckpointError> {
-    let sha_path = dir.join(PAYLOAD_SHA_FILE);
+/// The sha256 the file `name` (`kubelet.sha256`) in `dir` records.
+fn read_sha_file(dir: &Path, name: &str) -> Result<String, CheckpointError> {
+    let sha_path = dir.join(name);
     let text = match fs::read_to_string(&sha_path) {
         Ok(t) => t,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -666,7 +748,7 @@ fn read_sha_file(dir: &Path) -> Result<String, CheckpointError> {
 /// Reads `dir/kubelet`, checking it and `dir/kubelet.sha256` against `expected`.
 fn read_verified(dir: &Path, expected: &str) -> Result<Vec<u8>, CheckpointError> {
     let payload_path = dir.join(PAYLOAD_FILE);
-    let recorded = read_sha_file(dir)?;
+    let recorded = read_sha_file(dir, PAYLOAD_SHA_FILE)?;
     if recorded != expected {
         return Err(CheckpointError::Corrupt {
             path: dir.join(PAYLOAD_SHA_FILE),
@@ -931,5 +1013,92 @@ mod tests {
         for cp in [&a, &b] {
             assert!(store.load(cp).is_err());
         }
+    }
+
+    #[test]
+    fn a_verdict_round_trips_and_is_left_out_when_there_is_none() {
+        let (_d, store) = store();
+        let good = store.save(&cm("kubelet-a-1"), "u", "1", b"a").unwrap();
+        let bad = store.save(&cm("kubelet-b-1"), "v", "2", b"b").unwrap();
+        let a = Assigned {
+            failed: Some(Verdict {
+                config: bad.config.clone(),
+                reason: "kubelet did not become healthy within 2m: x".into(),
+                at: 7,
+                reported_to: None,
+            }),
+            ..Assigned::new(good.clone(), ApplyPhase::Checkpointed, 7, Some(bad.clone()))
+        };
+        store.set_assigned(&a).unwrap();
+        assert_eq!(store.assigned().unwrap(), Some(a.clone()));
+        let text = fs::read_to_string(store.dir().join("meta/assigned")).unwrap();
+        assert!(
+            text.contains(r#""failed":{"config":"kubelet-gitops/kubelet-b-1""#)
+                && !text.contains("reportedTo"),
+            "{text}"
+        );
+        let reported = Assigned {
+            failed: a.failed.clone().map(|v| Verdict {
+                reported_to: Some("node-uid".into()),
+                ..v
+            }),
+            ..a.clone()
+        };
+        store.set_assigned(&reported).unwrap();
+        assert_eq!(store.assigned().unwrap(), Some(reported));
+        // Without a verdict the file is what an older agent wrote and reads.
+        store
+            .set_assigned(&Assigned::new(good, ApplyPhase::Verified, 8, None))
+            .unwrap();
+        let text = fs::read_to_string(store.dir().join("meta/assigned")).unwrap();
+        assert!(!text.contains("failed"), "{text}");
+    }
+
+    #[test]
+    fn the_local_original_is_refreshed_and_an_interrupted_refresh_leaves_a_usable_copy() {
+        let (_d, store) = store();
+        // Nothing saved yet: a refresh is the first save.
+        assert!(store.refresh_local_original(b"v1").unwrap());
+        assert!(!store.refresh_local_original(b"v1").unwrap(), "no-op");
+        assert!(
+            store
+                .refresh_local_original(b"v2, after kubeadm upgrade")
+                .unwrap()
+        );
+        assert_eq!(
+            store.local_original().unwrap().as_deref(),
+            Some(&b"v2, after kubeadm upgrade"[..])
+        );
+        assert!(!store.dir().join("local/kubelet.next.sha256").exists());
+        let sha = fs::read_to_string(store.dir().join("local/kubelet.sha256")).unwrap();
+        assert_eq!(
+            sha,
+            format!("{}  kubelet\n", sha256_hex(b"v2, after kubeadm upgrade"))
+        );
+
+        // Killed after the new payload replaced the old, before its sha256 did.
+        let next = format!("{}  kubelet\n", sha256_hex(b"v3"));
+        fs::write(store.dir().join("local/kubelet.next.sha256"), &next).unwrap();
+        write_atomic(&store.dir().join("local/kubelet"), b"v3").unwrap();
+        assert_eq!(store.local_original().unwrap().as_deref(), Some(&b"v3"[..]));
+        // Killed after the .next record, before the payload: the old copy stands.
+        write_atomic(
+            &store.dir().join("local/kubelet"),
+            b"v2, after kubeadm upgrade",
+        )
+        .unwrap();
+        let old_sha = format!("{}  kubelet\n", sha256_hex(b"v2, after kubeadm upgrade"));
+        fs::write(store.dir().join("local/kubelet.sha256"), &old_sha).unwrap();
+        assert_eq!(
+            store.local_original().unwrap().as_deref(),
+            Some(&b"v2, after kubeadm upgrade"[..])
+        );
+        // A payload that matches neither is corrupt, as before.
+        fs::write(store.dir().join("local/kubelet"), b"garbage").unwrap();
+        assert!(store.local_original().unwrap_err().is_corrupt());
+        // And the next refresh repairs everything.
+        assert!(store.refresh_local_original(b"v4").unwrap());
+        assert_eq!(store.local_original().unwrap().as_deref(), Some(&b"v4"[..]));
+        assert!(!store.dir().join("local/kubelet.next.sha256").exists());
     }
 }

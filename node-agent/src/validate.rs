@@ -40,6 +40,7 @@
 //! pub struct Rejection { pub reason: &'static str, pub detail: String }
 //! pub fn validate_payload(payload: &[u8], node: &NodeContext) -> Result<Validated, Rejection>
 //! pub fn effective_config(payload: Option<&[u8]>, node: &NodeContext) -> Result<Effective, Rejection>  // None: the node's files as they are
+//! pub fn check_pods_cgroup(node: &NodeContext) -> Result<Option<String>, Rejection>  // Some: what differs
 //! ```
 
 use std::collections::BTreeMap;
@@ -235,6 +236,20 @@ pub fn validate_payload(payload: &[u8], node: &NodeContext) -> Result<Validated,
         created_cgroups,
         warnings,
         current,
+    })
+}
+
+/// Checks the pods cgroup of the config the node's files give now (the one the kubelet
+/// runs once verified) against the node: `None` when its limits are what the kubelet
+/// computes from the config and the node's capacity
+/// ([`crate::cgroups::verify_pods`]), else what differs, starting with `pods cgroup `.
+/// The capacity is [`NodeContext::capacity`] with `pid` from the host's
+/// `/proc/sys/kernel/pid_max` when absent, as the kubelet reads it.
+pub fn check_pods_cgroup(node: &NodeContext) -> Result<Option<String>, Rejection> {
+    let eff = effective_config(None, node)?;
+    let (_, layout) = allocatable_and_layout(&eff.config, node)?;
+    cgroups::verify_pods(&node.cgroups, &layout).map_err(|e| {
+        Rejection::internal(format!("cannot read the pods cgroup: {}", error_chain(&e)))
     })
 }
 

@@ -229,3 +229,80 @@ async fn the_pods_ready_before_a_restart_are_waited_for_by_a_restarted_agent() {
     assert!(a.get("readyPods").is_none(), "dropped once verified: {a}");
     h.shutdown().await;
 }
+
+/// The pods cgroup's limits are checked after the verification and at every resync; a
+/// difference is reported (message and Event), not rolled back, and goes from the
+/// message once the limit is right again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pods_cgroup_limit_changed_on_the_node_is_reported_not_rolled_back() {
+    let mut h = Harness::start().await;
+    h.start_agent(&[]);
+    let cm = h.publish("general", &config_with("kubeAPIQPS: 27\n")).await;
+    h.assign(Some(&cm), "30s", "1h").await;
+    let node = h.wait_state(&cm, "Done").await;
+    let notes = annotation(&node, MESSAGE).unwrap_or_default().to_string();
+    assert!(
+        !notes.contains("pods cgroup"),
+        "the stand-in kubelet wrote what core computes: {notes:?}"
+    );
+    let file = h.pods_memory_limit_file();
+    let expected = std::fs::read_to_string(&file).unwrap().trim().to_string();
+    assert!(expected.parse::<u64>().is_ok(), "{expected:?}");
+    let starts = h.sim.kubelet("w1").unwrap().state().starts;
+
+    // Something on the node rewrites the limit (atomically, as a cgroupfs write is to its
+    // readers; a truncate-then-write of this plain file could be read half done).
+    kubelet_gitops_sim::kubelet::write_atomic(&file, b"1073741824\n").unwrap();
+    let finding = format!(
+        "pods cgroup /kubepods.slice limits differ from node allocatable: kubepods.slice/memory.max is 1073741824, expected {expected}"
+    );
+    let node = h
+        .wait_node(
+            |n| {
+                annotation(n, STATE) == Some("Done")
+                    && annotation(n, MESSAGE).is_some_and(|m| m.contains(&finding))
+            },
+            "the mismatch reported",
+        )
+        .await;
+    assert_eq!(
+        annotation(&node, MESSAGE),
+        Some(format!("{notes}; {finding}").as_str()),
+        "after the notes"
+    );
+    assert_eq!(annotation(&node, CURRENT_CONFIG), Some(cm.as_str()));
+    let cond = condition(&node, "KubeletConfigReady");
+    assert_eq!(cond["status"], "True", "still Done: {cond}");
+    assert!(
+        cond["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(&finding)),
+        "{cond}"
+    );
+    h.wait_event("KubeletConfigCgroupMismatch", &finding).await;
+    // Reported once, whatever the resyncs (1s) in between.
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let events = h.events().await;
+    assert_eq!(
+        events
+            .iter()
+            .filter(|(r, _)| r == "KubeletConfigCgroupMismatch")
+            .count(),
+        1,
+        "{events:?}"
+    );
+    assert_eq!(
+        h.sim.kubelet("w1").unwrap().state().starts,
+        starts,
+        "not rolled back, not restarted"
+    );
+
+    // Put right: the finding goes from the message.
+    kubelet_gitops_sim::kubelet::write_atomic(&file, format!("{expected}\n").as_bytes()).unwrap();
+    h.wait_node(
+        |n| annotation(n, STATE) == Some("Done") && annotation(n, MESSAGE) == Some(notes.as_str()),
+        "the mismatch gone, the notes kept",
+    )
+    .await;
+    h.shutdown().await;
+}

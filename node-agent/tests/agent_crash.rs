@@ -1,6 +1,6 @@
-//! SIGKILL the agent binary at each phase of an apply (and of a rollback), start it again,
-//! and check each time that the kubelet's config file is complete and valid, and that the
-//! node converges.
+//! SIGKILL the agent binary at each phase of an apply (and of a rollback, from the verdict
+//! on), start it again, and check each time that the kubelet's config file is complete
+//! and valid, and that the node converges.
 
 mod agent_support;
 
@@ -9,8 +9,9 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use agent_support::{Harness, PATIENCE, annotation, config_with};
-use kubelet_gitops_core::protocol::{ConfigRef, MESSAGE, STATE};
-use node_agent::checkpoint::ApplyPhase;
+use kubelet_gitops_core::protocol::{ConfigRef, MESSAGE, OBSERVED_CONFIG, STATE};
+use kubelet_gitops_sim::faults::FaultConfig;
+use node_agent::checkpoint::{ApplyPhase, Assigned, Checkpoint, CheckpointStore, Verdict};
 use tokio::process::{Child, Command};
 
 /// Where to kill: before the agent got anywhere, once `meta/assigned` shows this phase
@@ -52,7 +53,7 @@ fn spawn_agent(h: &Harness, log: &Path) -> Child {
 }
 
 /// What to wait for in `meta/assigned`: this config, and (for a rollback) the failed
-/// config it replaces.
+/// config it replaces, whose verdict must be recorded with it.
 struct Target<'a> {
     config: &'a ConfigRef,
     replacing: Option<&'a str>,
@@ -68,7 +69,8 @@ fn phase_of(store_dir: &Path, target: &Target<'_>) -> Option<ApplyPhase> {
         return None;
     }
     if let Some(failed) = target.replacing
-        && value["previous"]["config"].as_str() != Some(failed)
+        && (value["previous"]["config"].as_str() != Some(failed)
+            || value["failed"]["config"].as_str() != Some(failed))
     {
         return None;
     }
@@ -182,15 +184,22 @@ async fn an_agent_killed_during_a_rollback_finishes_it_and_does_not_retry() {
             .await;
         h.assign(Some(&bad), "2s", "1h").await;
 
-        // Kill while the fallback (the local config) is written back, restarted, verified.
+        // Kill while the fallback (the local config) is written back, restarted, verified;
+        // at `Checkpointed`, as soon as the verdict is recorded, before the fallback is
+        // written.
         let mut agent = spawn_agent(&h, &log);
         let target = Target {
             config: &ConfigRef::Local,
             replacing: Some(&bad),
         };
         let phase = kill_at(&h, &mut agent, &target, KillAt::Phase(want), b"").await;
-        landed.push((want, phase));
-        h.config_file_valid();
+        let on_disk = h.config_file_valid();
+        let file = if on_disk == original {
+            "fallback"
+        } else {
+            "failed config"
+        };
+        landed.push((want, phase, file));
 
         let mut agent = spawn_agent(&h, &log);
         let node = h
@@ -306,5 +315,128 @@ async fn a_cpu_manager_policy_change_never_leaves_a_stale_state_file() {
         old = new;
     }
     eprintln!("policy-change kills landed in: {landed:?}");
+    h.shutdown().await;
+}
+
+/// The window between the verdict and the fallback's write, made exact: an agent that
+/// died there left the failed config in the file, the kubelet down, and `meta/assigned`
+/// holding the fallback with the verdict. Restarted while the API server answers every
+/// request with 500 (so it has no Node), it writes the fallback and restarts the kubelet
+/// without waiting, never tries the failed config again, and reports once the API server
+/// is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollback_killed_between_its_verdict_and_the_fallback_write_resumes_without_the_api_server()
+ {
+    let h = Harness::start().await;
+    let log = h.dir.path().join("agent.log");
+    let original = std::fs::read(h.config_file()).unwrap();
+    std::fs::write(
+        h.root().join("sys/fs/cgroup/blocked.slice"),
+        b"not a cgroup\n",
+    )
+    .unwrap();
+    let yaml = config_with("cgroupRoot: /blocked\nkubeAPIQPS: 31\n");
+    let bad = h.publish("general", &yaml).await;
+    h.assign(Some(&bad), "2s", "1h").await;
+
+    // What the agent left: the failed config written and the kubelet down with it ...
+    kubelet_gitops_sim::kubelet::write_atomic(&h.config_file(), yaml.as_bytes()).unwrap();
+    let k = h.sim.kubelet("w1").unwrap();
+    k.restart().await;
+    assert!(!k.is_running(), "the kubelet cannot start: {:?}", k.state());
+    // ... and, in one write, the verdict and the fallback.
+    let store = CheckpointStore::open(&h.checkpoint_dir()).unwrap();
+    store.save_local_original(&original).unwrap();
+    let live = h
+        .sim
+        .store()
+        .get(
+            kubelet_gitops_sim::resources::kinds::configmaps(),
+            Some("kubelet-gitops"),
+            bad.split_once('/').unwrap().1,
+        )
+        .unwrap();
+    let failed_cp = store
+        .save(
+            &bad.parse().unwrap(),
+            live["metadata"]["uid"].as_str().unwrap(),
+            live["metadata"]["resourceVersion"].as_str().unwrap(),
+            yaml.as_bytes(),
+        )
+        .unwrap();
+    let local = Checkpoint {
+        config: ConfigRef::Local,
+        uid: "local".into(),
+        resource_version: "original".into(),
+        sha256: node_agent::checkpoint::sha256_hex(&original),
+    };
+    let reason = "kubelet did not become healthy within 2s: healthz: connection refused";
+    store
+        .set_assigned(&Assigned {
+            failed: Some(Verdict {
+                config: failed_cp.config.clone(),
+                reason: reason.into(),
+                at: 1,
+                reported_to: None,
+            }),
+            ..Assigned::new(local, ApplyPhase::Checkpointed, 1, Some(failed_cp))
+        })
+        .unwrap();
+    drop(store);
+
+    h.sim.set_faults(FaultConfig {
+        error_500_rate: 1.0,
+        ..FaultConfig::default()
+    });
+    let mut agent = spawn_agent(&h, &log);
+    let deadline = Instant::now() + PATIENCE;
+    while !(k.is_running() && std::fs::read(h.config_file()).is_ok_and(|b| b == original)) {
+        assert!(
+            Instant::now() < deadline,
+            "the fallback was never restored without the API server: {:?}",
+            k.state()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        h.configz().await["kubeAPIQPS"],
+        50,
+        "the kubelet runs the fallback"
+    );
+    let a = h.assigned();
+    assert_eq!(a["checkpoint"]["config"], "local", "{a}");
+    assert_eq!(a["failed"]["config"], bad.as_str(), "{a}");
+    assert_eq!(
+        annotation(&h.node(), STATE),
+        None,
+        "the API server has heard of nothing"
+    );
+
+    h.sim.set_faults(FaultConfig::default());
+    let node = h
+        .wait_node(
+            |n| {
+                annotation(n, OBSERVED_CONFIG) == Some(bad.as_str())
+                    && annotation(n, STATE) == Some("RolledBack")
+                    && annotation(n, MESSAGE)
+                        == Some(format!("{reason}; rolled back to local").as_str())
+            },
+            "rollback reported",
+        )
+        .await;
+    assert_eq!(
+        annotation(&node, kubelet_gitops_core::protocol::CURRENT_CONFIG),
+        Some("local")
+    );
+    let starts = k.state().starts;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        k.state().starts,
+        starts,
+        "the failed config is not tried again"
+    );
+    assert_eq!(h.config_file_valid(), original);
+    agent.start_kill().expect("SIGKILL");
+    agent.wait().await.expect("reaped");
     h.shutdown().await;
 }

@@ -3,8 +3,35 @@
 
 mod agent_support;
 
-use agent_support::{Harness, annotation, condition, config_with};
-use kubelet_gitops_core::protocol::{CURRENT_CONFIG, MESSAGE};
+use std::time::{Duration, Instant};
+
+use agent_support::{Harness, PATIENCE, annotation, condition, config_with};
+use kubelet_gitops_core::protocol::{CURRENT_CONFIG, MESSAGE, OBSERVED_CONFIG, STATE};
+use kubelet_gitops_sim::faults::FaultConfig;
+use serde_json::Value;
+
+/// Makes the stand-in kubelet unable to start with a `cgroupRoot` of `/blocked`: with
+/// the systemd driver its slice is `blocked.slice`, and a file is in the way.
+fn block_cgroup_root(h: &Harness) {
+    std::fs::write(
+        h.root().join("sys/fs/cgroup/blocked.slice"),
+        b"not a cgroup\n",
+    )
+    .unwrap();
+}
+
+/// Waits until `meta/assigned` satisfies `pred`; returns it.
+async fn wait_assigned(h: &Harness, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let a = h.assigned();
+        if pred(&a) {
+            return a;
+        }
+        assert!(Instant::now() < deadline, "meta/assigned never {what}: {a}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_config_the_node_rejects_leaves_the_kubelet_alone_and_says_why() {
@@ -69,6 +96,16 @@ async fn a_config_the_node_rejects_leaves_the_kubelet_alone_and_says_why() {
         message.starts_with("failed to sync: failed to download config: ")
             && message.contains("not found"),
         "{message:?}"
+    );
+    // Posted as a failed download, not as a config the node rejected.
+    h.wait_event("KubeletConfigDownloadFailed", "not found")
+        .await;
+    let events = h.events().await;
+    assert!(
+        !events
+            .iter()
+            .any(|(r, m)| r == "KubeletConfigRejected" && m.contains("failed to download")),
+        "{events:?}"
     );
     h.shutdown().await;
 }
@@ -140,5 +177,245 @@ async fn a_config_the_kubelet_cannot_start_with_is_rolled_back() {
     h.wait_state(&good, "Done").await;
     assert_eq!(k.state().starts, starts + 1);
     assert_eq!(h.configz().await["kubeAPIQPS"], 9);
+    h.shutdown().await;
+}
+
+/// The rollback of a config the kubelet cannot start with does not wait for the API
+/// server: with every API request failing, the verdict is recorded on the node, the
+/// fallback written, the kubelet restarted and verified on it; the Node learns of it when
+/// the API server is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollback_does_not_wait_for_the_api_server() {
+    let mut h = Harness::start().await;
+    let original = std::fs::read(h.config_file()).unwrap();
+    block_cgroup_root(&h);
+    h.start_agent(&[]);
+    let bad = h
+        .publish(
+            "general",
+            &config_with("cgroupRoot: /blocked\nkubeAPIQPS: 21\n"),
+        )
+        .await;
+    h.assign(Some(&bad), "3s", "1h").await;
+    // The kubelet was restarted with it (and cannot start); the Node says Verifying.
+    h.wait_phase(&bad, "Restarted").await;
+    h.wait_state(&bad, "Verifying").await;
+    h.sim.set_faults(FaultConfig {
+        error_500_rate: 1.0,
+        ..FaultConfig::default()
+    });
+
+    let a = wait_assigned(&h, "showed the fallback verified", |a| {
+        a["checkpoint"]["config"] == "local" && a["phase"] == "Verified"
+    })
+    .await;
+    assert_eq!(a["failed"]["config"], bad.as_str(), "the verdict: {a}");
+    assert!(
+        a["failed"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("kubelet did not become healthy within 3s")),
+        "{a}"
+    );
+    assert!(
+        a["failed"].get("reportedTo").is_none(),
+        "not reported yet: {a}"
+    );
+    assert_eq!(h.config_file_valid(), original, "the fallback is on disk");
+    let k = h.sim.kubelet("w1").unwrap();
+    assert!(k.is_running(), "{:?}", k.state());
+    assert_eq!(h.configz().await["kubeAPIQPS"], 50, "the kubelet runs it");
+    let node = h.node();
+    assert_eq!(
+        annotation(&node, STATE),
+        Some("Verifying"),
+        "the API server has not heard of the rollback"
+    );
+    assert_eq!(h.sim.server().faults().error_500_rate, 1.0, "still failing");
+
+    // The API server is back: the report follows, and the failed config stays failed.
+    let starts = k.state().starts;
+    h.sim.set_faults(FaultConfig::default());
+    let node = h
+        .wait_node(
+            |n| {
+                annotation(n, STATE) == Some("RolledBack")
+                    && condition(n, "KubeletConfigReady")["reason"] == "RolledBack"
+                    && annotation(n, MESSAGE).is_some_and(|m| m.contains("rolled back to local"))
+            },
+            "RolledBack reported",
+        )
+        .await;
+    assert_eq!(annotation(&node, OBSERVED_CONFIG), Some(bad.as_str()));
+    assert_eq!(annotation(&node, CURRENT_CONFIG), Some("local"));
+    h.wait_event("KubeletConfigRolledBack", "kubelet did not become healthy")
+        .await;
+    let uid = node["metadata"]["uid"].clone();
+    wait_assigned(&h, "recorded the report", |a| {
+        a["failed"]["reportedTo"] == uid
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        k.state().starts,
+        starts,
+        "the failed config is not tried again"
+    );
+    assert_eq!(h.config_file_valid(), original);
+    h.shutdown().await;
+}
+
+/// When the fallback does not come back either, the Node says so, with the files a
+/// person needs, and an Event; a node fixed by hand recovers by itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fallback_that_fails_too_is_reported_for_a_person_to_act() {
+    let mut h = Harness::start().await;
+    let original = std::fs::read(h.config_file()).unwrap();
+    block_cgroup_root(&h);
+    h.start_agent(&[]);
+    let bad = h
+        .publish("general", &config_with("cgroupRoot: /blocked\n"))
+        .await;
+    h.assign(Some(&bad), "2s", "1h").await;
+    let a = h.wait_phase(&bad, "Restarted").await;
+    // Now the node breaks for any config: the pods cgroup of the local config cannot be
+    // created either.
+    let pods = h.root().join("sys/fs/cgroup/kubepods.slice");
+    let aside = h.root().join("sys/fs/cgroup/kubepods.slice.aside");
+    std::fs::rename(&pods, &aside).unwrap();
+    std::fs::write(&pods, b"in the way\n").unwrap();
+
+    let node = h
+        .wait_node(
+            |n| {
+                annotation(n, STATE) == Some("RolledBack")
+                    && annotation(n, MESSAGE).is_some_and(|m| m.contains("did not help either"))
+            },
+            "the rollback failed",
+        )
+        .await;
+    let message = annotation(&node, MESSAGE).unwrap();
+    assert!(
+        message.starts_with("kubelet did not become healthy within 2s: ")
+            && message.contains("; rolling back to local did not help either: kubelet did not become healthy within 2s: "),
+        "{message}"
+    );
+    assert!(message.contains("a person must act"), "{message}");
+    let cp = h.checkpoint_dir();
+    let failed_file = cp
+        .join("checkpoints")
+        .join(a["checkpoint"]["uid"].as_str().unwrap())
+        .join(a["checkpoint"]["resourceVersion"].as_str().unwrap())
+        .join("kubelet");
+    for file in [cp.join("local/kubelet"), failed_file] {
+        assert!(
+            message.contains(&file.display().to_string()),
+            "names {}: {message}",
+            file.display()
+        );
+    }
+    assert_eq!(annotation(&node, OBSERVED_CONFIG), Some(bad.as_str()));
+    assert_eq!(annotation(&node, CURRENT_CONFIG), Some("local"));
+    let cond = condition(&node, "KubeletConfigReady");
+    assert_eq!(
+        (cond["status"].as_str(), cond["reason"].as_str()),
+        (Some("False"), Some("RolledBack"))
+    );
+    h.wait_event("KubeletConfigRollbackFailed", "a person must act")
+        .await;
+    assert_eq!(
+        h.config_file_valid(),
+        original,
+        "the fallback stays written"
+    );
+
+    // A person fixes the node; systemd (here, the test) starts the kubelet again.
+    std::fs::remove_file(&pods).unwrap();
+    std::fs::rename(&aside, &pods).unwrap();
+    h.sim.kubelet("w1").unwrap().restart().await;
+    let node = h
+        .wait_node(
+            |n| {
+                annotation(n, STATE) == Some("RolledBack")
+                    && annotation(n, MESSAGE).is_some_and(|m| {
+                        m.ends_with("rolled back to local") && !m.contains("did not help")
+                    })
+            },
+            "recovered",
+        )
+        .await;
+    assert_eq!(annotation(&node, CURRENT_CONFIG), Some("local"));
+    let events = h.events().await;
+    assert_eq!(
+        events
+            .iter()
+            .filter(|(r, _)| r == "KubeletConfigRollbackFailed")
+            .count(),
+        1,
+        "one Event for the failed fallback, not one per re-check: {events:?}"
+    );
+    h.shutdown().await;
+}
+
+/// A config file a person puts back by hand while the agent verifies (here: while it
+/// was down) is not the config being verified: verification fails, the apply is rolled
+/// back, and the failed config is not written again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_file_put_back_by_hand_during_an_apply_is_rolled_back_not_applied_again() {
+    let mut h = Harness::start().await;
+    let original = std::fs::read(h.config_file()).unwrap();
+    block_cgroup_root(&h);
+    h.start_agent(&[]);
+    let bad = h
+        .publish(
+            "general",
+            &config_with("cgroupRoot: /blocked\nkubeAPIQPS: 23\n"),
+        )
+        .await;
+    h.assign(Some(&bad), "30s", "1h").await;
+    h.wait_phase(&bad, "Restarted").await;
+    h.kill_agent().await;
+
+    // The node is NotReady; a person puts its own config back and starts the kubelet.
+    kubelet_gitops_sim::kubelet::write_atomic(&h.config_file(), &original).unwrap();
+    let starts = {
+        let k = h.sim.kubelet("w1").unwrap();
+        k.restart().await;
+        assert!(k.is_running(), "{:?}", k.state());
+        k.state().starts
+    };
+    h.wait_node(|n| agent_support::ready(n) == "True", "Ready again")
+        .await;
+
+    h.start_agent(&[]);
+    let k = h.sim.kubelet("w1").unwrap();
+    let node = h
+        .wait_node(
+            |n| {
+                annotation(n, STATE) == Some("RolledBack")
+                    && annotation(n, MESSAGE).is_some_and(|m| m.contains("rolled back to local"))
+            },
+            "RolledBack",
+        )
+        .await;
+    let message = annotation(&node, MESSAGE).unwrap();
+    let expected = format!(
+        "kubelet did not become healthy within 30s: {} read back is not the config written",
+        h.config_file().display()
+    );
+    assert!(message.starts_with(&expected), "{message}");
+    assert_eq!(h.config_file_valid(), original);
+    assert_eq!(
+        k.state().starts,
+        starts + 1,
+        "one restart, onto the fallback: the failed config was not written again"
+    );
+    assert_eq!(h.configz().await["kubeAPIQPS"], 50);
+    let events = h.events().await;
+    for reason in ["KubeletConfigDrift", "KubeletConfigApplied"] {
+        assert!(
+            !events.iter().any(|(r, _)| r == reason),
+            "no {reason}: {events:?}"
+        );
+    }
     h.shutdown().await;
 }

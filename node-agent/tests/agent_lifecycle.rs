@@ -161,3 +161,70 @@ async fn a_deleted_node_leaves_the_kubelet_alone_until_it_is_back() {
     assert_eq!(h.configz().await["kubeAPIQPS"], 15);
     h.shutdown().await;
 }
+
+/// While the node runs its local config, its file is its owner's: a change (a kubeadm
+/// upgrade) is not drift but the new original, which a later return to local brings back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_saved_local_config_follows_the_node_file_while_the_node_runs_it() {
+    let mut h = Harness::start().await;
+    let original = std::fs::read_to_string(h.config_file()).unwrap();
+    let saved = h.checkpoint_dir().join("local/kubelet");
+    h.start_agent(&[]);
+    let first = h.publish("general", &config_with("kubeAPIQPS: 11\n")).await;
+    h.assign(Some(&first), "30s", "1h").await;
+    h.wait_state(&first, "Done").await;
+    assert_eq!(std::fs::read_to_string(&saved).unwrap(), original);
+    h.assign(None, "", "").await;
+    h.wait_node(
+        |n| annotation(n, CURRENT_CONFIG) == Some("local") && annotation(n, STATE).is_none(),
+        "back on local",
+    )
+    .await;
+
+    // kubeadm upgrade rewrites the node's own file and restarts the kubelet.
+    let upgraded = format!("{original}kubeAPIBurst: 77\n");
+    kubelet_gitops_sim::kubelet::write_atomic(&h.config_file(), upgraded.as_bytes()).unwrap();
+    let starts = {
+        let k = h.sim.kubelet("w1").unwrap();
+        k.restart().await;
+        k.state().starts
+    };
+    let deadline = std::time::Instant::now() + agent_support::PATIENCE;
+    while std::fs::read_to_string(&saved).ok().as_deref() != Some(upgraded.as_str()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the saved local config was never refreshed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let sha = std::fs::read_to_string(h.checkpoint_dir().join("local/kubelet.sha256")).unwrap();
+    assert_eq!(
+        sha,
+        format!(
+            "{}  kubelet\n",
+            node_agent::checkpoint::sha256_hex(upgraded.as_bytes())
+        )
+    );
+    // Not drift: the file is left as it is, the kubelet alone, no Event.
+    assert_eq!(std::fs::read_to_string(h.config_file()).unwrap(), upgraded);
+    assert_eq!(h.sim.kubelet("w1").unwrap().state().starts, starts);
+    let events = h.events().await;
+    assert!(
+        !events.iter().any(|(r, _)| r == "KubeletConfigDrift"),
+        "{events:?}"
+    );
+
+    // A later apply and return to local bring back the upgraded file, not the original.
+    let second = h.publish("general", &config_with("kubeAPIQPS: 12\n")).await;
+    h.assign(Some(&second), "30s", "1h").await;
+    h.wait_state(&second, "Done").await;
+    h.assign(None, "", "").await;
+    h.wait_node(
+        |n| annotation(n, CURRENT_CONFIG) == Some("local") && annotation(n, STATE).is_none(),
+        "back on local again",
+    )
+    .await;
+    assert_eq!(std::fs::read_to_string(h.config_file()).unwrap(), upgraded);
+    assert_eq!(h.configz().await["kubeAPIBurst"], 77);
+    h.shutdown().await;
+}

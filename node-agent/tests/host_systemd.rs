@@ -138,13 +138,15 @@ async fn private_bus() -> Result<Bus, String> {
         child,
         address,
     };
+    // The socket file appears when dbus-daemon binds it, a moment before it listens:
+    // wait until it takes a connection, or a client started now may be refused.
     for _ in 0..200 {
-        if socket.exists() {
+        if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
             return Ok(bus);
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    Err("dbus-daemon did not create its socket".into())
+    Err("dbus-daemon did not listen on its socket".into())
 }
 
 /// Registers a fake `org.freedesktop.systemd1` on `bus`; returns its connection (keep it)

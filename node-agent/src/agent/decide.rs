@@ -5,8 +5,12 @@
 //!
 //! Resuming after a crash needs no special path: the persisted phase of the assignment in
 //! flight says what comes next (`Checkpointed` -> write, `Written` -> restart,
-//! `Restarted` -> verify), and the Node's own report says which configs already failed
-//! (a `RolledBack` state about the desired config is never retried by itself).
+//! `Restarted` -> verify), and the verdict recorded with a rollback
+//! ([`Assignment::failed`]) says which config failed: it is never retried by itself,
+//! whether or not the API server ever heard of it. (A `RolledBack` state the Node shows
+//! about the desired config counts too: older agents and people write verdicts there.)
+//! A person clears a verdict by removing it from the Node once it was reported there,
+//! and a new desired config clears it.
 //!
 //! The few things held in memory only limit work and never decide correctness: when a
 //! failed download may be retried, the outcome of the last verification, and the override
@@ -71,7 +75,39 @@ pub struct Assignment {
     pub phase: ApplyPhase,
     /// When it entered that phase (unix seconds).
     pub since: u64,
+    /// Where its payload is kept on the node (a checkpoint, or the saved local config),
+    /// for messages that ask a person to act.
+    pub file: String,
+    /// Set when this assignment is a rollback: the verdict on the config it replaces.
+    pub failed: Option<Failed>,
 }
+
+/// The verdict on a config the kubelet failed with, recorded on the node before the
+/// fallback was written ([`crate::checkpoint::Verdict`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failed {
+    /// The config that failed.
+    pub config: ConfigRef,
+    /// Why: `kubelet did not become healthy within 2m: ...`.
+    pub reason: String,
+    /// Where its payload is kept on the node.
+    pub file: String,
+    /// The verdict reached this Node object once. A Node that no longer shows it then had
+    /// it removed by a person, which asks for a retry.
+    pub reported: bool,
+}
+
+/// The pods cgroup of the config the kubelet runs, checked against node allocatable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PodsCgroup {
+    /// Its limits are what the kubelet computes for the config.
+    Matches,
+    /// They are not: what differs (starts with [`PODS_CGROUP`]).
+    Differs(String),
+}
+
+/// How a pods-cgroup finding starts in a message; what follows it is the finding.
+pub const PODS_CGROUP: &str = "pods cgroup ";
 
 /// The kubelet config file on disk compared with what the agent last wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -128,8 +164,12 @@ pub struct Observed {
     pub last_known_good: ConfigRef,
     /// Whether the node's own config was saved (it can be returned to).
     pub has_local_original: bool,
-    /// The drift check, when one was made for this decision.
+    /// The drift check, when one was made for this decision: the file against the
+    /// checkpoint of the config the node runs, or, on the local config (replace mode),
+    /// against the saved local original.
     pub disk: Option<Disk>,
+    /// The pods-cgroup check of the config the node runs, when one was made.
+    pub pods_cgroup: Option<PodsCgroup>,
     /// The kubelet's healthz, when probed for this decision.
     pub kubelet_healthy: Option<bool>,
     /// The last failed verification.
@@ -160,6 +200,29 @@ impl Observed {
 
     fn can_run(&self, config: &ConfigRef) -> bool {
         *config != ConfigRef::Local || self.has_local_original
+    }
+
+    /// What desired-config asks the kubelet to run (`None`: an invalid value).
+    fn wanted(&self) -> Option<ConfigRef> {
+        match &self.desired {
+            Desired::Local => Some(ConfigRef::Local),
+            Desired::Config(x) => Some(x.clone()),
+            Desired::Invalid { .. } => None,
+        }
+    }
+
+    /// The verdict recorded on the node about the config desired-config asks for, unless
+    /// a person removed it from the Node after it had been reported there.
+    pub fn verdict(&self) -> Option<&Failed> {
+        let f = self.assigned.as_ref()?.failed.as_ref()?;
+        if Some(&f.config) != self.wanted().as_ref() {
+            return None;
+        }
+        let shown = self.report.state == Some(State::RolledBack) && self.reported_about(&f.config);
+        if f.reported && !shown {
+            return None;
+        }
+        Some(f)
     }
 }
 
@@ -198,6 +261,12 @@ pub enum Step {
         /// The sha256 found on disk, `None` when the file is missing.
         found: Option<String>,
     },
+    /// The node runs its local config and its file was changed by its owner (a
+    /// `kubeadm upgrade`): save it again as the config to return to.
+    RefreshLocal {
+        /// The sha256 found on disk.
+        found: String,
+    },
     /// Make `config` the last-known-good.
     Promote {
         /// The config.
@@ -221,8 +290,23 @@ pub fn decide(o: &Observed) -> Step {
         return in_flight(o, a);
     }
     let current = o.current();
+    // On its local config the node's file is its owner's: a change is not drift but the
+    // new original to return to. Saved before anything else, so that an apply that
+    // starts now keeps the file as it is.
+    if current == ConfigRef::Local
+        && o.has_local_original
+        && let Some(Disk::Differs { found: Some(found) }) = &o.disk
+    {
+        return Step::RefreshLocal {
+            found: found.clone(),
+        };
+    }
+    let verdict = o.verdict();
     let mut wake_at = None;
     match &o.desired {
+        // The return to the local config failed and was rolled back: as for a config,
+        // only a new desired-config (or a person) moves on.
+        Desired::Local if current != ConfigRef::Local && verdict.is_some() => {}
         Desired::Local if current != ConfigRef::Local => {
             if o.has_local_original {
                 return Step::ReturnToLocal;
@@ -241,7 +325,18 @@ pub fn decide(o: &Observed) -> Step {
             };
         }
         Desired::Config(x) if *x != current => {
-            if o.reported_about(x) {
+            if verdict.is_some() {
+                // The kubelet failed with it and was rolled back (recorded on the node
+                // before the fallback was written): only a new desired-config moves on.
+            } else if o
+                .assigned
+                .as_ref()
+                .and_then(|a| a.failed.as_ref())
+                .is_some_and(|f| f.config == *x)
+            {
+                // A verdict a person removed from the Node after it was reported: a retry.
+                return Step::Download { config: x.clone() };
+            } else if o.reported_about(x) {
                 match o.report.state {
                     // The kubelet was touched and failed: only a new desired-config moves on.
                     Some(State::RolledBack) => {}
@@ -312,7 +407,9 @@ fn in_flight(o: &Observed, a: &Assignment) -> Step {
                 return Step::Verify { deadline };
             };
             let fallback = &o.last_known_good;
-            if a.config != *fallback && o.can_run(fallback) {
+            // A fallback that fails is not rolled back in turn: there is nothing safer
+            // to go to, and swapping configs would only restart the kubelet more.
+            if a.failed.is_none() && a.config != *fallback && o.can_run(fallback) {
                 return Step::RollBack {
                     to: fallback.clone(),
                     reason: failure.reason.clone(),
@@ -334,11 +431,24 @@ fn in_flight(o: &Observed, a: &Assignment) -> Step {
 
 /// The report of a node whose last resort did not come back healthy.
 fn stuck_report(o: &Observed, a: &Assignment, failure: &VerifyFailure) -> Report {
+    if let Some(f) = &a.failed {
+        // A rollback whose fallback failed too: the kubelet is unhealthy on both, and the
+        // agent has nothing left to try. It verifies again now and then (systemd keeps
+        // restarting the kubelet; a fixed node recovers), but a person must act.
+        return Report {
+            state: Some(State::RolledBack),
+            observed: Some(f.config.to_string()),
+            current: Some(a.config.to_string()),
+            last_known_good: Some(o.last_known_good.to_string()),
+            message: Some(rollback_failed_message(f, a, &failure.reason)),
+        };
+    }
     let desired = o.desired.observed_value();
     let rolled_back = o.report.state == Some(State::RolledBack)
         && o.report.observed.as_deref() == Some(desired.as_str())
         && !o.desired_is(&a.config);
     let message = if rolled_back {
+        // A rollback started by an older agent, which kept its verdict on the Node only.
         let first = o
             .report
             .message
@@ -368,6 +478,60 @@ fn stuck_report(o: &Observed, a: &Assignment, failure: &VerifyFailure) -> Report
     }
 }
 
+/// The message of a rollback whose fallback `a` failed too (`why`): both failures, and
+/// what a person has to look at.
+pub fn rollback_failed_message(f: &Failed, a: &Assignment, why: &str) -> String {
+    format!(
+        "{}; rolling back to {} did not help either: {why}; a person must act: the kubelet is not healthy on the failed config nor on its fallback (the fallback's file is {}, the failed config's {}; the kubelet's own reason is in its journal, journalctl -u kubelet); the agent verifies again every resync interval",
+        f.reason, a.config, a.file, f.file
+    )
+}
+
+/// The message of a finished rollback.
+pub fn rolled_back_message(f: &Failed, to: &ConfigRef) -> String {
+    format!("{}; rolled back to {to}", f.reason)
+}
+
+/// The message of a rollback in progress.
+pub fn rolling_back_message(reason: &str, to: &ConfigRef) -> String {
+    format!("{reason}; rolling back to {to}")
+}
+
+/// The Done message: the notes about the config (flag overrides, warnings, pods; from
+/// memory, else as the Node shows them), then the pods-cgroup finding (the latest
+/// check's, else as the Node shows it).
+fn done_message(o: &Observed, x: &ConfigRef) -> Option<String> {
+    let shown = if o.report.state == Some(State::Done) && o.reported_about(x) {
+        o.report.message.as_deref()
+    } else {
+        None
+    };
+    // The Node's message is `<notes>; pods cgroup ...` or `pods cgroup ...`.
+    let (shown_notes, shown_cgroup) = match shown {
+        Some(m) if m.starts_with(PODS_CGROUP) => (None, Some(m)),
+        Some(m) => match m.find(&format!("; {PODS_CGROUP}")) {
+            Some(i) => (Some(&m[..i]), Some(&m[i + 2..])),
+            None => (Some(m), None),
+        },
+        None => (None, None),
+    };
+    let notes = match &o.note {
+        Some(n) => Some(n.as_str()),
+        None => shown_notes.filter(|n| !n.is_empty()),
+    };
+    let cgroup = match &o.pods_cgroup {
+        Some(PodsCgroup::Differs(m)) => Some(m.as_str()),
+        Some(PodsCgroup::Matches) => None,
+        None => shown_cgroup,
+    };
+    match (notes, cgroup) {
+        (Some(n), Some(c)) => Some(format!("{n}; {c}")),
+        (Some(n), None) => Some(n.to_string()),
+        (None, Some(c)) => Some(c.to_string()),
+        (None, None) => None,
+    }
+}
+
 /// The report of a node that is not applying anything.
 pub fn steady_report(o: &Observed) -> Report {
     let current = o.current();
@@ -376,6 +540,18 @@ pub fn steady_report(o: &Observed) -> Report {
         last_known_good: Some(o.last_known_good.to_string()),
         ..Report::default()
     };
+    // The verdict recorded on the node, whatever the Node shows (a report that did not
+    // reach the API server yet, or an older one).
+    if let Some(f) = o.verdict()
+        && f.config != current
+    {
+        return Report {
+            state: Some(State::RolledBack),
+            observed: Some(f.config.to_string()),
+            message: Some(rolled_back_message(f, &current)),
+            ..base
+        };
+    }
     match &o.desired {
         Desired::Local if current == ConfigRef::Local => base,
         Desired::Local => Report {
@@ -393,19 +569,12 @@ pub fn steady_report(o: &Observed) -> Report {
             )),
             ..base
         },
-        Desired::Config(x) if *x == current => {
-            let keep = o.report.state == Some(State::Done) && o.reported_about(x);
-            Report {
-                state: Some(State::Done),
-                observed: Some(x.to_string()),
-                message: if keep {
-                    o.report.message.clone()
-                } else {
-                    o.note.clone()
-                },
-                ..base
-            }
-        }
+        Desired::Config(x) if *x == current => Report {
+            state: Some(State::Done),
+            observed: Some(x.to_string()),
+            message: done_message(o, x),
+            ..base
+        },
         // A failure about the desired config: keep its state and message.
         Desired::Config(_) => Report {
             state: o.report.state,
@@ -441,6 +610,7 @@ mod tests {
             last_known_good: ConfigRef::Local,
             has_local_original: false,
             disk: None,
+            pods_cgroup: None,
             kubelet_healthy: None,
             verification: None,
             retry: None,
@@ -455,11 +625,25 @@ mod tests {
         }
         fn assigned(mut self, config: ConfigRef, phase: ApplyPhase, since: u64) -> Self {
             self.0.assigned = Some(Assignment {
+                file: format!("/cp/{config}"),
                 config,
                 phase,
                 since,
+                failed: None,
             });
             self.0.has_local_original = true;
+            self
+        }
+        /// The assignment is a rollback away from `config`, its verdict recorded (and
+        /// `reported` on this Node object).
+        fn replacing(mut self, config: ConfigRef, reported: bool) -> Self {
+            let a = self.0.assigned.as_mut().expect("an assignment");
+            a.failed = Some(Failed {
+                file: format!("/cp/{config}"),
+                config,
+                reason: "kubelet did not become healthy within 2m: connection refused".into(),
+                reported,
+            });
             self
         }
         fn lkg(mut self, config: ConfigRef) -> Self {
@@ -802,5 +986,200 @@ mod tests {
         let (r, _) = idle_report(o.decide());
         assert_eq!(r.state, Some(State::Degraded));
         assert!(r.message.unwrap().contains("never saved"));
+    }
+
+    #[test]
+    fn a_verdict_on_the_node_keeps_the_failed_config_whatever_the_node_object_shows() {
+        // The API server never heard of the rollback: the Node still says Verifying.
+        let o = node()
+            .desired("b")
+            .lkg(cm("a"))
+            .assigned(cm("a"), ApplyPhase::Verified, 1030)
+            .replacing(cm("b"), false)
+            .reported(
+                State::Verifying,
+                "kubelet-gitops/b",
+                "kubelet restarted; waiting",
+            );
+        let (r, _) = idle_report(o.decide());
+        assert_eq!(r.state, Some(State::RolledBack));
+        assert_eq!(r.observed.as_deref(), Some("kubelet-gitops/b"));
+        assert_eq!(r.current.as_deref(), Some("kubelet-gitops/a"));
+        assert_eq!(
+            r.message.as_deref(),
+            Some(
+                "kubelet did not become healthy within 2m: connection refused; rolled back to kubelet-gitops/a"
+            )
+        );
+        // Nor does an agent that restarted with nothing in memory and no Node report.
+        let mut bare = o.clone();
+        bare.0.report = Report::default();
+        assert!(matches!(bare.decide(), Step::Idle { .. }));
+        // A new desired config moves on.
+        assert_eq!(o.desired("c").decide(), Step::Download { config: cm("c") });
+    }
+
+    #[test]
+    fn a_rollback_in_flight_goes_on_from_its_phase_without_any_report() {
+        let base = node().desired("b").lkg(cm("a")).reported(
+            State::Verifying,
+            "kubelet-gitops/b",
+            "waiting",
+        );
+        for (phase, step) in [
+            (ApplyPhase::Checkpointed, Step::Write),
+            (ApplyPhase::Written, Step::Restart),
+            (ApplyPhase::Restarted, Step::Verify { deadline: 1020 }),
+        ] {
+            let o = base
+                .clone()
+                .assigned(cm("a"), phase, 900)
+                .replacing(cm("b"), false);
+            assert_eq!(o.decide(), step, "{phase:?}");
+        }
+    }
+
+    #[test]
+    fn a_reported_verdict_removed_from_the_node_is_a_retry() {
+        let o = node()
+            .desired("b")
+            .lkg(cm("a"))
+            .assigned(cm("a"), ApplyPhase::Verified, 1030)
+            .replacing(cm("b"), true);
+        // A person removed state and observed-config from the Node.
+        assert_eq!(o.decide(), Step::Download { config: cm("b") });
+        // Still shown: kept.
+        let shown = o.clone().reported(
+            State::RolledBack,
+            "kubelet-gitops/b",
+            "kubelet did not become healthy within 2m: x; rolled back to kubelet-gitops/a",
+        );
+        assert!(matches!(shown.decide(), Step::Idle { .. }));
+        // Never reported (this Node object never had it): kept, and reported.
+        let unreported = node()
+            .desired("b")
+            .lkg(cm("a"))
+            .assigned(cm("a"), ApplyPhase::Verified, 1030)
+            .replacing(cm("b"), false);
+        let (r, _) = idle_report(unreported.decide());
+        assert_eq!(r.state, Some(State::RolledBack));
+    }
+
+    #[test]
+    fn a_fallback_that_fails_too_is_not_rolled_back_again_and_asks_a_person() {
+        let o = node()
+            .desired("b")
+            // last-known-good moved on in between (it cannot, but nothing chains).
+            .lkg(cm("z"))
+            .assigned(cm("a"), ApplyPhase::Restarted, 1030)
+            .replacing(cm("b"), false)
+            .verify_failed(cm("a"), 1030, 1150)
+            .at(1160);
+        let (r, wake) = idle_report(o.decide());
+        assert_eq!(r.state, Some(State::RolledBack));
+        assert_eq!(r.observed.as_deref(), Some("kubelet-gitops/b"));
+        assert_eq!(r.current.as_deref(), Some("kubelet-gitops/a"));
+        let m = r.message.unwrap();
+        assert!(
+            m.starts_with(
+                "kubelet did not become healthy within 2m: connection refused; rolling back to kubelet-gitops/a did not help either: kubelet did not become healthy"
+            ),
+            "{m}"
+        );
+        assert!(m.contains("a person must act"), "{m}");
+        assert!(
+            m.contains("/cp/kubelet-gitops/a") && m.contains("/cp/kubelet-gitops/b"),
+            "names both files: {m}"
+        );
+        assert_eq!(wake, Some(1210));
+        assert_eq!(o.at(1210).decide(), Step::Verify { deadline: 1210 });
+    }
+
+    #[test]
+    fn a_failed_return_to_local_is_not_retried_by_itself() {
+        let o = node()
+            .lkg(cm("a"))
+            .assigned(cm("a"), ApplyPhase::Verified, 1030)
+            .replacing(ConfigRef::Local, false);
+        let (r, _) = idle_report(o.decide());
+        assert_eq!(r.state, Some(State::RolledBack));
+        assert_eq!(r.observed.as_deref(), Some("local"));
+        assert_eq!(r.current.as_deref(), Some("kubelet-gitops/a"));
+    }
+
+    #[test]
+    fn a_changed_file_on_the_local_config_is_saved_again_and_on_a_desired_config_is_drift() {
+        let changed = Some(Disk::Differs {
+            found: Some("abc".into()),
+        });
+        // On the local config, after a return to it, or never assigned anything.
+        let mut back = node().assigned(ConfigRef::Local, ApplyPhase::Verified, 100);
+        back.0.disk = changed.clone();
+        assert_eq!(
+            back.decide(),
+            Step::RefreshLocal {
+                found: "abc".into()
+            }
+        );
+        let mut never = node();
+        never.0.has_local_original = true;
+        never.0.disk = changed.clone();
+        assert!(matches!(never.decide(), Step::RefreshLocal { .. }));
+        // Before a download that starts now.
+        let mut wanted = back.clone().desired("b");
+        wanted.0.disk = changed.clone();
+        assert!(matches!(wanted.decide(), Step::RefreshLocal { .. }));
+        // Nothing saved yet: the first apply saves it.
+        let mut unsaved = node();
+        unsaved.0.disk = changed.clone();
+        assert!(matches!(unsaved.decide(), Step::Idle { .. }));
+        // A return to local in flight: not yet on it.
+        let mut returning = node().assigned(ConfigRef::Local, ApplyPhase::Written, 100);
+        returning.0.disk = changed.clone();
+        assert_eq!(returning.decide(), Step::Restart);
+        // On a desired config the same finding is drift.
+        let mut on_a = node()
+            .desired("a")
+            .assigned(cm("a"), ApplyPhase::Verified, 100);
+        on_a.0.disk = changed;
+        assert!(matches!(on_a.decide(), Step::RestoreDrift { .. }));
+    }
+
+    #[test]
+    fn a_pods_cgroup_finding_is_added_to_the_done_message_and_dropped_when_gone() {
+        let finding = "pods cgroup /kubepods.slice limits differ from node allocatable: kubepods.slice/memory.max is 1, expected 2";
+        let mut o = node()
+            .desired("a")
+            .lkg(cm("a"))
+            .assigned(cm("a"), ApplyPhase::Verified, 100);
+        o.0.note = Some("maxPods (--max-pods gives 50, not 64)".into());
+        o.0.pods_cgroup = Some(PodsCgroup::Differs(finding.into()));
+        let (r, _) = idle_report(o.decide());
+        assert_eq!(r.state, Some(State::Done), "reported, not rolled back");
+        let shown = format!("maxPods (--max-pods gives 50, not 64); {finding}");
+        assert_eq!(r.message.as_deref(), Some(shown.as_str()));
+
+        // Not checked this time, and nothing in memory (a restarted agent): as shown.
+        let mut again = o.clone().reported(State::Done, "kubelet-gitops/a", &shown);
+        again.0.note = None;
+        again.0.pods_cgroup = None;
+        let (r, _) = idle_report(again.decide());
+        assert_eq!(r.message.as_deref(), Some(shown.as_str()));
+        // Checked and fine again: the finding goes, the note stays.
+        again.0.pods_cgroup = Some(PodsCgroup::Matches);
+        let (r, _) = idle_report(again.decide());
+        assert_eq!(
+            r.message.as_deref(),
+            Some("maxPods (--max-pods gives 50, not 64)")
+        );
+        // A finding alone.
+        let mut alone = node()
+            .desired("a")
+            .lkg(cm("a"))
+            .assigned(cm("a"), ApplyPhase::Verified, 100)
+            .reported(State::Done, "kubelet-gitops/a", finding);
+        alone.0.pods_cgroup = Some(PodsCgroup::Matches);
+        let (r, _) = idle_report(alone.decide());
+        assert_eq!(r.message, None);
     }
 }

@@ -13,18 +13,20 @@ use kubelet_gitops_core::protocol::{
     CONFIGMAP_KEY, ConfigRef, DESIRED_CONFIG, HEALTH_TIMEOUT, LKG_GRACE, LOCAL, State, reason,
 };
 use kubelet_gitops_core::quantity::Quantity;
-use kubelet_gitops_core::types::KubeletConfiguration;
 use tokio::sync::watch as channel;
 use tracing::{debug, error, info, instrument, warn};
 
 use super::AgentError;
 use super::admin::AdminState;
-use super::decide::{Assignment, Desired, Disk, Observed, Retry, Step, VerifyFailure, decide};
+use super::decide::{
+    self as plan, Assignment, Desired, Disk, Failed, Observed, PodsCgroup, Retry, Step,
+    VerifyFailure, decide,
+};
 use super::metrics::{Metrics, Outcome};
 use super::ready;
 use crate::args::Config;
 use crate::checkpoint::{
-    ApplyPhase, Assigned, Checkpoint, CheckpointStore, sha256_hex, write_atomic,
+    ApplyPhase, Assigned, Checkpoint, CheckpointStore, Verdict, sha256_hex, write_atomic,
 };
 use crate::error::{KubeletError, brief, cap};
 use crate::hostflags::read_flags;
@@ -51,6 +53,22 @@ const POD_LIST_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_REASON: usize = 1024;
 /// The longest part of a reason quoted from the Node's `Ready` condition.
 const MAX_NODE_MESSAGE: usize = 400;
+/// Bound on a report or Event sent in the middle of a rollback: the API server must never
+/// hold up the node's recovery (the report is made again by the next decision, retried
+/// with back-off, until it lands).
+const REPORT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How soon a rollback carried on without the Node is tried again after a failure.
+const OFFLINE_RETRY: Duration = Duration::from_secs(5);
+
+/// What [`Driver::kubelet_runs`] found.
+enum Check {
+    /// The kubelet runs the config and the Node is Ready.
+    Runs,
+    /// It does not: why.
+    Fails(String),
+    /// The Node is gone; nothing to verify against.
+    NodeGone,
+}
 
 /// The pieces a [`Driver`] runs with.
 pub(crate) struct Parts {
@@ -240,7 +258,25 @@ impl Driver {
                 } else {
                     debug!(node = %self.config.node_name, "waiting for the Node");
                 }
-                if self.node_rx.changed().await.is_err() {
+                // A rollback in flight does not wait for the Node (an agent restarted while
+                // the API server is unreachable has none): the fallback is written and the
+                // kubelet restarted now; verification and the report follow once the Node
+                // is known.
+                let retry = match self.roll_back_without_node().await {
+                    Ok(()) => None,
+                    Err(e) => {
+                        error!(error = %chain(&e), retry_in = ?OFFLINE_RETRY, "carrying on the rollback without the Node failed");
+                        Some(OFFLINE_RETRY)
+                    }
+                };
+                let changed = match retry {
+                    Some(delay) => tokio::select! {
+                        changed = self.node_rx.changed() => changed,
+                        _ = tokio::time::sleep(delay) => Ok(()),
+                    },
+                    None => self.node_rx.changed().await,
+                };
+                if changed.is_err() {
                     return Err(AgentError::Setup("the node watch stopped".into()));
                 }
                 continue;
@@ -364,30 +400,46 @@ impl Driver {
             .last_known_good()?
             .map(|c| c.config)
             .unwrap_or(ConfigRef::Local);
-        let has_local_original = match self.store.local_original() {
-            Ok(o) => o.is_some(),
+        let local_original = match self.store.local_original() {
+            Ok(o) => o,
             Err(e) if e.is_corrupt() => {
                 warn!(error = %chain(&e), "the saved local config is corrupt; it will not be used");
-                false
+                None
             }
             Err(e) => return Err(e.into()),
         };
-        let view = assigned.as_ref().map(|a| Assignment {
-            config: a.checkpoint.config.clone(),
-            phase: a.phase,
-            since: a.since,
-        });
+        let has_local_original = local_original.is_some();
+        let view = assigned.as_ref().map(|a| self.assignment_view(a, node));
         let mut disk = None;
+        let mut pods_cgroup = None;
         let mut kubelet_healthy = None;
-        if let Some(a) = &assigned
+        let on_local = match &assigned {
+            None => true,
+            Some(a) => a.phase == ApplyPhase::Verified && a.checkpoint.config == ConfigRef::Local,
+        };
+        if on_local {
+            if let Some(saved) = &local_original {
+                disk = self.local_check(saved)?;
+            }
+        } else if let Some(a) = &assigned
             && a.phase == ApplyPhase::Verified
         {
-            if a.checkpoint.config != ConfigRef::Local {
-                disk = Some(self.disk_check(&a.checkpoint)?);
+            let d = self.disk_check(&a.checkpoint)?;
+            // The pods cgroup of the desired config once it runs (after its verification,
+            // then at every resync), when the file is the one the kubelet was verified on.
+            if d == Disk::Matches
+                && matches!(&desired, Desired::Config(x) if *x == a.checkpoint.config)
+            {
+                pods_cgroup = self.pods_cgroup_check(node);
             }
-            if a.checkpoint.config != last_known_good && now >= a.since.saturating_add(lkg_grace) {
-                kubelet_healthy = Some(self.kubelet.healthz().await.is_ok());
-            }
+            disk = Some(d);
+        }
+        if let Some(a) = &assigned
+            && a.phase == ApplyPhase::Verified
+            && a.checkpoint.config != last_known_good
+            && now >= a.since.saturating_add(lkg_grace)
+        {
+            kubelet_healthy = Some(self.kubelet.healthz().await.is_ok());
         }
         let note = match &desired {
             Desired::Config(x) => self.memory.notes.get(x).cloned(),
@@ -404,6 +456,7 @@ impl Driver {
             last_known_good,
             has_local_original,
             disk,
+            pods_cgroup,
             kubelet_healthy,
             verification: self.memory.verification.clone(),
             retry: self.memory.retry.clone(),
@@ -430,6 +483,95 @@ impl Driver {
                 Ok(None)
             }
             Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Where the payload of `cp` is kept on the node (for messages to people).
+    fn payload_file(&self, cp: &Checkpoint) -> String {
+        if cp.config == ConfigRef::Local {
+            return self
+                .store
+                .dir()
+                .join("local")
+                .join(crate::checkpoint::PAYLOAD_FILE)
+                .display()
+                .to_string();
+        }
+        match self.store.payload_path(cp) {
+            Ok(p) => p.display().to_string(),
+            Err(_) => format!(
+                "{} (checkpoint {}/{})",
+                self.store.dir().display(),
+                cp.uid,
+                cp.resource_version
+            ),
+        }
+    }
+
+    /// `meta/assigned` as [`decide`] sees it, with its verdict's report checked against
+    /// `node` (the Node object it was reported on, by uid).
+    fn assignment_view(&self, a: &Assigned, node: &Node) -> Assignment {
+        let failed = a.failed.as_ref().map(|v| Failed {
+            config: v.config.clone(),
+            reason: v.reason.clone(),
+            file: a
+                .previous
+                .as_ref()
+                .filter(|p| p.config == v.config)
+                .map(|p| self.payload_file(p))
+                .unwrap_or_else(|| "not kept".into()),
+            reported: v.reported_to.is_some() && v.reported_to == node.metadata.uid,
+        });
+        Assignment {
+            config: a.checkpoint.config.clone(),
+            phase: a.phase,
+            since: a.since,
+            file: self.payload_file(&a.checkpoint),
+            failed,
+        }
+    }
+
+    /// On the local config (replace mode): the node's file against the saved original.
+    /// `None` in drop-in mode (the node's own file is never the agent's), and when the
+    /// file is missing (nothing to save; the node's owner has work to do).
+    fn local_check(&self, saved: &[u8]) -> Result<Option<Disk>, AgentError> {
+        if matches!(self.placement, Placement::DropIn { .. }) {
+            return Ok(None);
+        }
+        match std::fs::read(&self.target_file) {
+            Ok(bytes) if bytes == saved => Ok(Some(Disk::Matches)),
+            Ok(bytes) => Ok(Some(Disk::Differs {
+                found: Some(sha256_hex(&bytes)),
+            })),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(AgentError::Io {
+                op: "read",
+                path: self.target_file.clone(),
+                source,
+            }),
+        }
+    }
+
+    /// The pods cgroup of the config the node's files give (the one the kubelet runs)
+    /// against node allocatable; `None` when it cannot be checked (logged).
+    fn pods_cgroup_check(&self, node: &Node) -> Option<PodsCgroup> {
+        let ctx = match self.node_context(node) {
+            Ok(c) => c,
+            Err(e) => {
+                warn!(error = %chain(&e), "cannot check the pods cgroup");
+                return None;
+            }
+        };
+        match validate::check_pods_cgroup(&ctx) {
+            Ok(None) => Some(PodsCgroup::Matches),
+            Ok(Some(m)) => {
+                debug!(finding = %m, "pods cgroup differs");
+                Some(PodsCgroup::Differs(m))
+            }
+            Err(r) => {
+                warn!(reason = %r, "cannot check the pods cgroup");
+                None
+            }
         }
     }
 
@@ -535,12 +677,26 @@ impl Driver {
     /// when the state or the observed config changes. Compares with the newest Node
     /// (`fallback` when none is known), never with one from before our last write.
     async fn publish(&mut self, fallback: &Node, wanted: &Report) -> Result<(), AgentError> {
+        self.publish_as(fallback, wanted, None).await
+    }
+
+    /// [`Driver::publish`], with the Event's type and reason given instead of the
+    /// state's (a failed download is `Degraded` with `KubeletConfigDownloadFailed`).
+    async fn publish_as(
+        &mut self,
+        fallback: &Node,
+        wanted: &Report,
+        event: Option<(EventType, &'static str)>,
+    ) -> Result<(), AgentError> {
         let node = &self.node().unwrap_or_else(|| fallback.clone());
         let before = Report::of_node(node);
         if let Some(written) = self.reporter.publish(node, wanted).await? {
             self.memory.written = Some(written);
         }
         self.metrics.set_state(wanted.state);
+        if wanted.state == Some(State::RolledBack) {
+            self.verdict_reported(node, wanted);
+        }
         let changed = before.state != wanted.state || before.observed != wanted.observed;
         if changed {
             let (kind, why, default) = match wanted.state {
@@ -560,6 +716,7 @@ impl Driver {
                     "the kubelet runs the node's local config",
                 ),
             };
+            let (kind, why) = event.unwrap_or((kind, why));
             let subject = wanted.observed.as_deref().unwrap_or(LOCAL);
             let message = match &wanted.message {
                 Some(m) if !m.is_empty() => format!("{subject}: {m}"),
@@ -568,6 +725,61 @@ impl Driver {
             self.reporter.event(node, kind, why, &message).await;
         }
         Ok(())
+    }
+
+    /// [`Driver::publish`] in the middle of a rollback: bounded by [`REPORT_TIMEOUT`], a
+    /// failure logged and not returned. The node's recovery never waits for the API
+    /// server; the next decision reports again (with back-off) until the report lands.
+    async fn publish_best_effort(&mut self, fallback: &Node, wanted: &Report) {
+        match tokio::time::timeout(REPORT_TIMEOUT, self.publish(fallback, wanted)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                warn!(error = %chain(&e), "report not written; the rollback goes on and the report is retried")
+            }
+            Err(_) => {
+                warn!(timeout = ?REPORT_TIMEOUT, "no answer to the report; the rollback goes on and the report is retried")
+            }
+        }
+    }
+
+    /// An Event that must not hold up a rollback (bounded by [`REPORT_TIMEOUT`]).
+    async fn event_best_effort(&self, node: &Node, kind: EventType, why: &str, message: &str) {
+        if tokio::time::timeout(
+            REPORT_TIMEOUT,
+            self.reporter.event(node, kind, why, message),
+        )
+        .await
+        .is_err()
+        {
+            warn!(reason = why, timeout = ?REPORT_TIMEOUT, "no answer to the event; not posted");
+        }
+    }
+
+    /// After the Node (`node`, as it was before the write) was made to show `wanted`, a
+    /// `RolledBack` report: records in `meta/assigned` that the verdict it carries reached
+    /// this Node object, so that its later disappearance is read as a person clearing it
+    /// (see [`decide`]). A failure is logged: the record is made again at the next report.
+    fn verdict_reported(&self, node: &Node, wanted: &Report) {
+        let uid = node.metadata.uid.clone();
+        let a = match self.store.assigned() {
+            Ok(Some(a)) => a,
+            Ok(None) | Err(_) => return,
+        };
+        let Some(v) = &a.failed else { return };
+        if uid.is_none()
+            || v.reported_to == uid
+            || wanted.observed.as_deref() != Some(v.config.to_string().as_str())
+        {
+            return;
+        }
+        let failed = Some(Verdict {
+            reported_to: uid,
+            ..v.clone()
+        });
+        match self.store.set_assigned(&Assigned { failed, ..a }) {
+            Ok(()) => debug!(config = %v.config, "verdict reported on the Node"),
+            Err(e) => warn!(error = %chain(&e), "cannot record that the verdict was reported"),
+        }
     }
 
     async fn execute(
@@ -579,14 +791,47 @@ impl Driver {
         match step {
             Step::Download { config } => self.download(node, o, config).await?,
             Step::ReturnToLocal => self.return_to_local(node, o).await?,
-            Step::Write => self.write(node, o).await?,
-            Step::Restart => self.restart(node, o).await?,
+            Step::Write => self.write(node, Some(o)).await?,
+            Step::Restart => self.restart(node, Some(o)).await?,
             Step::Verify { deadline } => self.verify(node, o, deadline).await?,
-            Step::RollBack { to, reason } => self.roll_back(node, o, to, reason).await?,
+            Step::RollBack { to, reason } => self.roll_back(o, to, reason)?,
             Step::RestoreDrift { found } => self.restore_drift(node, o, found).await?,
+            Step::RefreshLocal { found } => self.refresh_local(&found)?,
             Step::Promote { config } => self.promote(node, config).await?,
             Step::Idle { report, wake_at } => {
+                // A pods-cgroup finding the Node does not show yet gets its Event.
+                let new_finding = match &o.pods_cgroup {
+                    Some(PodsCgroup::Differs(m))
+                        if !o
+                            .report
+                            .message
+                            .as_deref()
+                            .is_some_and(|s| s.contains(m.as_str())) =>
+                    {
+                        Some(m.clone())
+                    }
+                    _ => None,
+                };
                 self.publish(node, &report).await?;
+                if let Some(m) = new_finding {
+                    // Reported, not rolled back: the kubelet computed and wrote these
+                    // limits itself when it started with this config, and it runs
+                    // healthily with it. A difference means something else on the node
+                    // rewrote the cgroup, or the kubelet sees the node otherwise than its
+                    // Node object says (its capacity, its pid_max). Restarting the kubelet
+                    // on another config would disrupt the node without fixing either; a
+                    // person has to look.
+                    let subject = report.observed.as_deref().unwrap_or(LOCAL);
+                    warn!(config = %subject, finding = %m, "pods cgroup mismatch");
+                    self.reporter
+                        .event(
+                            node,
+                            EventType::Warning,
+                            event_reason::CGROUP_MISMATCH,
+                            &format!("{subject}: {m}"),
+                        )
+                        .await;
+                }
                 // Keep watching the ConfigMap only while it is still to be downloaded.
                 let pending = match &o.desired {
                     Desired::Config(x) if *x != o.current() => Some(x.clone()),
@@ -643,6 +888,14 @@ impl Driver {
         if self.memory.apply_started.as_ref().map(|(c, _)| c) != Some(&config) {
             self.memory.apply_started = Some((config.clone(), Instant::now()));
         }
+        // A new desired config (or a verdict a person cleared on the Node) ends the
+        // verdict recorded with the last rollback.
+        if let Some(a) = self.assigned()?
+            && let Some(v) = &a.failed
+        {
+            info!(failed = %v.config, "verdict cleared");
+            self.store.set_assigned(&Assigned { failed: None, ..a })?;
+        }
         // A retry of a config that failed already stays quiet unless the outcome changes.
         let retry = o.report.state == Some(State::Degraded)
             && o.report.observed.as_deref() == Some(config.to_string().as_str());
@@ -695,7 +948,10 @@ impl Driver {
                 });
                 self.memory.retry_is_download = f.download;
                 let wanted = Self::transitional(o, State::Degraded, message);
-                self.publish(node, &wanted).await?;
+                let event = f
+                    .download
+                    .then_some((EventType::Warning, event_reason::DOWNLOAD_FAILED));
+                self.publish_as(node, &wanted, event).await?;
             }
         }
         Ok(())
@@ -858,13 +1114,6 @@ impl Driver {
         Ok(next)
     }
 
-    fn effective_now(&self, node: &Node) -> Result<KubeletConfiguration, String> {
-        let ctx = self.node_context(node).map_err(|e| chain(&e))?;
-        validate::effective_config(None, &ctx)
-            .map(|e| e.config)
-            .map_err(|r| r.to_string())
-    }
-
     /// The kubelet's root directory (`--root-dir`, a host path), where its state files live.
     fn kubelet_root_dir(&self) -> String {
         let flags: Option<KubeletFlags> = match read_flags(
@@ -957,8 +1206,11 @@ impl Driver {
     /// 3. Write the config atomically.
     /// 4. Record the pods that are Ready now, with phase `Written`: after the restart,
     ///    verification waits for them to be Ready again, also in a restarted agent.
+    ///
+    /// `o` is `None` when the Node is not known (a rollback carried on without it): then
+    /// nothing is reported.
     #[instrument(skip_all)]
-    async fn write(&mut self, node: &Node, o: &Observed) -> Result<(), AgentError> {
+    async fn write(&mut self, node: &Node, o: Option<&Observed>) -> Result<(), AgentError> {
         let mut a = self.in_flight()?;
         let payload = self.payload_of(&a.checkpoint)?;
         if a.checkpoint.config != ConfigRef::Local {
@@ -1015,7 +1267,9 @@ impl Driver {
         };
         let a = Assigned { ready_pods, ..a };
         self.set_phase(&a, ApplyPhase::Written)?;
-        if Self::in_flight_is_desired(o, &a.checkpoint.config) {
+        if let Some(o) = o
+            && Self::in_flight_is_desired(o, &a.checkpoint.config)
+        {
             let wanted = Self::transitional(
                 o,
                 State::Applying,
@@ -1062,8 +1316,11 @@ impl Driver {
     /// crash that followed the restart itself, the file removed is the one the new
     /// kubelet just created; it creates it again, losing only what the policy change
     /// discards anyway.
+    ///
+    /// On a rollback, the report of it follows the restart command (bounded, never
+    /// failing the step): the kubelet is already coming back on the fallback.
     #[instrument(skip_all)]
-    async fn restart(&mut self, node: &Node, o: &Observed) -> Result<(), AgentError> {
+    async fn restart(&mut self, node: &Node, o: Option<&Observed>) -> Result<(), AgentError> {
         let a = self.in_flight()?;
         if let Some(names) = a.state_files.as_deref()
             && !names.is_empty()
@@ -1079,15 +1336,28 @@ impl Driver {
                 MAX_REASON,
             );
             error!(reason = %why, error = %chain(&e), "restart failed");
-            self.memory.verification = Some(VerifyFailure {
-                config: next.checkpoint.config.clone(),
-                since: next.since,
-                reason: why,
-                at: unix_now(),
-            });
+            self.record_failure(node, &next, why).await;
             return Ok(());
         }
-        if Self::in_flight_is_desired(o, &a.checkpoint.config) {
+        let Some(o) = o else { return Ok(()) };
+        if let Some(v) = &a.failed {
+            let message = plan::rolling_back_message(&v.reason, &a.checkpoint.config);
+            if Self::in_flight_is_desired(o, &v.config) {
+                let wanted = Self::transitional(o, State::RolledBack, message);
+                self.publish_best_effort(node, &wanted).await;
+            } else {
+                // The failed apply is no longer what the node should run (desired-config
+                // changed while it ran): the Node's report is about the new desired
+                // config, so this rollback is an Event only.
+                self.event_best_effort(
+                    node,
+                    EventType::Warning,
+                    event_reason::ROLLED_BACK,
+                    &format!("{}: {message}", v.config),
+                )
+                .await;
+            }
+        } else if Self::in_flight_is_desired(o, &a.checkpoint.config) {
             let wanted = Self::transitional(
                 o,
                 State::Verifying,
@@ -1102,86 +1372,70 @@ impl Driver {
         Ok(())
     }
 
+    /// Records a failed verification (or restart) of the assignment `a` in flight, for
+    /// [`decide`]. When `a` is a rollback's fallback, this is the rollback failing: an
+    /// Event `KubeletConfigRollbackFailed` says so (once per attempt; bounded, it never
+    /// holds up anything), and the report (state `RolledBack`, a message that a person
+    /// must act) follows from the next decision.
+    async fn record_failure(&mut self, node: &Node, a: &Assigned, reason: String) {
+        let again = self
+            .memory
+            .verification
+            .as_ref()
+            .is_some_and(|f| f.config == a.checkpoint.config && f.since == a.since);
+        self.memory.verification = Some(VerifyFailure {
+            config: a.checkpoint.config.clone(),
+            since: a.since,
+            reason: reason.clone(),
+            at: unix_now(),
+        });
+        if again {
+            return;
+        }
+        let view = self.assignment_view(a, node);
+        if let Some(f) = &view.failed {
+            let message = plan::rollback_failed_message(f, &view, &reason);
+            error!(failed = %f.config, fallback = %view.config, %message, "the fallback failed too");
+            self.event_best_effort(
+                node,
+                EventType::Warning,
+                event_reason::ROLLBACK_FAILED,
+                &format!("{}: {message}", f.config),
+            )
+            .await;
+        }
+    }
+
     /// Verifies the kubelet runs the assigned config: `Restarted` -> `Verified`, or a
-    /// [`VerifyFailure`]. healthz answers and configz shows the config (without a configz
-    /// URL: the file read back is the one written), by the deadline; the Node is Ready
-    /// by the same deadline; then the pods recorded as Ready before the restart get up to
-    /// the health timeout to be Ready again (never a failure).
+    /// [`VerifyFailure`]. The config is the checkpoint's, the bytes the agent wrote, never
+    /// whatever the file holds now: the file must still be those bytes (a file put back
+    /// by hand fails verification, and the apply is rolled back rather than taken as
+    /// done), and healthz answers and configz shows the checkpoint's config (without a
+    /// configz URL: the file read back once healthz answers), by the deadline; the Node
+    /// is Ready by the same deadline; then the pods recorded as Ready before the restart
+    /// get up to the health timeout to be Ready again (never a failure).
     #[instrument(skip_all, fields(deadline))]
     async fn verify(&mut self, node: &Node, o: &Observed, deadline: u64) -> Result<(), AgentError> {
         let a = self.in_flight()?;
-        let budget = Duration::from_secs(deadline.saturating_sub(unix_now()).max(1));
-        let timeout_text = human(o.health_timeout);
-        let fail = |this: &mut Self, detail: String| {
+        let detail = match self.kubelet_runs(node, &a, deadline).await? {
+            Check::Runs => None,
+            Check::Fails(detail) => Some(detail),
+            // Deleted: nothing to verify against. The phase stays `Restarted`, and the
+            // main loop waits for the Node to come back (see `Driver::run`).
+            Check::NodeGone => return Ok(()),
+        };
+        if let Some(detail) = detail {
             let reason = cap(
-                &format!("{} within {timeout_text}: {detail}", reason::UNHEALTHY),
+                &format!(
+                    "{} within {}: {detail}",
+                    reason::UNHEALTHY,
+                    human(o.health_timeout)
+                ),
                 MAX_REASON,
             );
             warn!(config = %a.checkpoint.config, %reason, "verification failed");
-            this.memory.verification = Some(VerifyFailure {
-                config: a.checkpoint.config.clone(),
-                since: a.since,
-                reason,
-                at: unix_now(),
-            });
-        };
-        let expected = match self.effective_now(node) {
-            Ok(c) => c,
-            Err(why) => {
-                fail(self, format!("the written config does not load: {why}"));
-                return Ok(());
-            }
-        };
-        if let Err(e) = self.kubelet.wait_ready(&expected, budget).await {
-            let mut detail = match e {
-                KubeletError::NotReady { last, .. } => last,
-                other => brief(&other),
-            };
-            // What the kubelet (or the node controller) says on the Node: on a kubelet
-            // that exited, its reason.
-            if let Some(n) = self.node()
-                && let Some((status, message)) = ready::node_ready(&n)
-                && status != "True"
-                && !message.is_empty()
-            {
-                detail = format!(
-                    "{detail}; node Ready={status}: {}",
-                    cap(&message, MAX_NODE_MESSAGE)
-                );
-            }
-            fail(self, detail);
+            self.record_failure(node, &a, reason).await;
             return Ok(());
-        }
-        if self.config.configz_url.is_none()
-            && let Some(why) = self.read_back(&a.checkpoint)?
-        {
-            fail(self, why);
-            return Ok(());
-        }
-        // The Node Ready again, by the same deadline.
-        let end =
-            tokio::time::Instant::now() + Duration::from_secs(deadline.saturating_sub(unix_now()));
-        loop {
-            let current = self.fresh_node();
-            let Some(current) = current else {
-                // Deleted: nothing to verify against. The phase stays `Restarted`, and the
-                // main loop waits for the Node to come back (see `Driver::run`).
-                return Ok(());
-            };
-            if ready::is_node_ready(&current) {
-                break;
-            }
-            if tokio::time::Instant::now() >= end {
-                let why = ready::node_ready(&current)
-                    .map(|(s, m)| format!("node Ready={s}: {}", cap(&m, MAX_NODE_MESSAGE)))
-                    .unwrap_or_else(|| "the node has no Ready condition".into());
-                fail(self, why);
-                return Ok(());
-            }
-            tokio::select! {
-                _ = self.node_rx.changed() => {}
-                _ = tokio::time::sleep_until(end) => {}
-            }
         }
         // The pods that were Ready before the restart (recorded in `meta/assigned`, so a
         // restarted agent waits for them too), for up to the health timeout.
@@ -1238,36 +1492,100 @@ impl Driver {
                 .filter(|(c, _)| *c == config)
                 .map(|(_, t)| t.elapsed());
             self.metrics.applied(Outcome::Done, took);
-        } else if o.report.state == Some(State::RolledBack)
-            && o.report.observed.as_deref() == Some(o.desired.observed_value().as_str())
-        {
-            // The rollback finished: say so, keeping the failure.
-            let message = o
-                .report
-                .message
-                .as_deref()
-                .map(|m| m.replacen("; rolling back to", "; rolled back to", 1));
-            let wanted = Report {
-                current: Some(config.to_string()),
-                message,
-                ..o.report.clone()
-            };
-            self.publish(node, &wanted).await?;
         }
+        // A finished rollback is reported by the next decision (`RolledBack`, `... rolled
+        // back to <config>`), from the verdict in `meta/assigned`, retried until it lands.
         if let Err(e) = self.store.prune(&[]) {
             warn!(error = %chain(&e), "pruning old checkpoints failed");
         }
         Ok(())
     }
 
-    #[instrument(skip(self, node, o), fields(to = %to))]
-    async fn roll_back(
+    /// Whether the kubelet runs the checkpoint of `a` (see [`Driver::verify`]).
+    async fn kubelet_runs(
         &mut self,
         node: &Node,
-        o: &Observed,
-        to: ConfigRef,
-        reason: String,
-    ) -> Result<(), AgentError> {
+        a: &Assigned,
+        deadline: u64,
+    ) -> Result<Check, AgentError> {
+        let budget = Duration::from_secs(deadline.saturating_sub(unix_now()).max(1));
+        // The file first: one that is not the checkpoint's (put back by hand, or by a
+        // config-management run) is not the config being verified, whatever the kubelet
+        // says about it.
+        if let Some(why) = self.read_back(&a.checkpoint)? {
+            return Ok(Check::Fails(why));
+        }
+        let payload = self.payload_of(&a.checkpoint)?;
+        let expected = match self
+            .node_context(node)
+            .map_err(|e| chain(&e))
+            .and_then(|ctx| {
+                validate::effective_config(Some(&payload), &ctx)
+                    .map(|e| e.config)
+                    .map_err(|r| r.to_string())
+            }) {
+            Ok(c) => c,
+            Err(why) => {
+                return Ok(Check::Fails(format!(
+                    "the written config does not load: {why}"
+                )));
+            }
+        };
+        if let Err(e) = self.kubelet.wait_ready(&expected, budget).await {
+            let mut detail = match e {
+                KubeletError::NotReady { last, .. } => last,
+                other => brief(&other),
+            };
+            // What the kubelet (or the node controller) says on the Node: on a kubelet
+            // that exited, its reason.
+            if let Some(n) = self.node()
+                && let Some((status, message)) = ready::node_ready(&n)
+                && status != "True"
+                && !message.is_empty()
+            {
+                detail = format!(
+                    "{detail}; node Ready={status}: {}",
+                    cap(&message, MAX_NODE_MESSAGE)
+                );
+            }
+            return Ok(Check::Fails(detail));
+        }
+        // Once more: the file the kubelet loads at its next start is still the config.
+        if let Some(why) = self.read_back(&a.checkpoint)? {
+            return Ok(Check::Fails(why));
+        }
+        // The Node Ready again, by the same deadline.
+        let end =
+            tokio::time::Instant::now() + Duration::from_secs(deadline.saturating_sub(unix_now()));
+        loop {
+            let Some(current) = self.fresh_node() else {
+                return Ok(Check::NodeGone);
+            };
+            if ready::is_node_ready(&current) {
+                return Ok(Check::Runs);
+            }
+            if tokio::time::Instant::now() >= end {
+                let why = ready::node_ready(&current)
+                    .map(|(s, m)| format!("node Ready={s}: {}", cap(&m, MAX_NODE_MESSAGE)))
+                    .unwrap_or_else(|| "the node has no Ready condition".into());
+                return Ok(Check::Fails(why));
+            }
+            tokio::select! {
+                _ = self.node_rx.changed() => {}
+                _ = tokio::time::sleep_until(end) => {}
+            }
+        }
+    }
+
+    /// The assignment in flight failed verification: record the verdict and assign the
+    /// fallback `to` (phase `Checkpointed`), in one atomic write of `meta/assigned`, and
+    /// nothing else. The next steps write the fallback, restart the kubelet and verify
+    /// it, and only then is the rollback reported: nothing here or in those steps waits
+    /// for the API server, so a kubelet that cannot start is back on its fallback even
+    /// while the API server is unreachable, and a restarted agent never tries the failed
+    /// config again (the verdict is on the node's disk, not only on the Node object).
+    #[instrument(skip(self, o), fields(to = %to))]
+    fn roll_back(&mut self, o: &Observed, to: ConfigRef, reason: String) -> Result<(), AgentError> {
         let failed = self.in_flight()?;
         let target = if to == ConfigRef::Local {
             let original = self.store.local_original()?.ok_or_else(|| {
@@ -1281,31 +1599,75 @@ impl Driver {
                     AgentError::Setup(format!("last-known-good {to} is not checkpointed"))
                 })?
         };
-        let message = format!("{reason}; rolling back to {to}");
-        error!(failed = %failed.checkpoint.config, to = %to, %reason, "rolling back");
-        // Say it first: a restarted agent must not try the failed config again.
-        if Self::in_flight_is_desired(o, &failed.checkpoint.config) {
-            let wanted = Self::transitional(o, State::RolledBack, message);
-            self.publish(node, &wanted).await?;
-        } else {
-            self.reporter
-                .event(
-                    node,
-                    EventType::Warning,
-                    event_reason::ROLLBACK_FAILED,
-                    &message,
-                )
-                .await;
-        }
-        self.store.set_assigned(&Assigned::new(
-            target,
-            ApplyPhase::Checkpointed,
-            unix_now(),
-            Some(failed.checkpoint.clone()),
-        ))?;
+        error!(failed = %failed.checkpoint.config, to = %to, %reason, desired = Self::in_flight_is_desired(o, &failed.checkpoint.config), "rolling back");
+        let now = unix_now();
+        let verdict = Verdict {
+            config: failed.checkpoint.config.clone(),
+            reason,
+            at: now,
+            reported_to: None,
+        };
+        self.store.set_assigned(&Assigned {
+            failed: Some(verdict),
+            ..Assigned::new(
+                target,
+                ApplyPhase::Checkpointed,
+                now,
+                Some(failed.checkpoint.clone()),
+            )
+        })?;
         self.memory.verification = None;
         let took = self.memory.apply_started.take().map(|(_, t)| t.elapsed());
         self.metrics.applied(Outcome::RolledBack, took);
+        Ok(())
+    }
+
+    /// Without the Node (not listed yet, or deleted), carries a rollback in flight as far
+    /// as the kubelet restart: the fallback's write and restart are decided by
+    /// `meta/assigned` alone, and must not wait for an API server that may be what keeps
+    /// the Node from the agent. Verification needs the Node's `Ready` condition; it
+    /// follows, with the report, once the Node is known.
+    async fn roll_back_without_node(&mut self) -> Result<(), AgentError> {
+        let placeholder = Node {
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                name: Some(self.config.node_name.clone()),
+                ..Default::default()
+            },
+            ..Node::default()
+        };
+        loop {
+            let Some(a) = self.assigned()? else {
+                return Ok(());
+            };
+            if a.failed.is_none() {
+                return Ok(());
+            }
+            match a.phase {
+                ApplyPhase::Checkpointed => {
+                    warn!(fallback = %a.checkpoint.config, "writing the fallback without the Node");
+                    self.write(&placeholder, None).await?;
+                }
+                ApplyPhase::Written => {
+                    warn!(fallback = %a.checkpoint.config, "restarting the kubelet on the fallback without the Node");
+                    self.restart(&placeholder, None).await?;
+                }
+                ApplyPhase::Restarted | ApplyPhase::Verified => return Ok(()),
+            }
+        }
+    }
+
+    /// The node runs its local config and its owner changed the file (replace mode): the
+    /// file as it is now becomes the config a return to local (or a rollback to local)
+    /// writes back, so that a `kubeadm upgrade` is not undone later.
+    fn refresh_local(&mut self, found: &str) -> Result<(), AgentError> {
+        let bytes = std::fs::read(&self.target_file).map_err(|source| AgentError::Io {
+            op: "read",
+            path: self.target_file.clone(),
+            source,
+        })?;
+        if self.store.refresh_local_original(&bytes)? {
+            info!(path = %self.target_file.display(), sha256 = %found, "the node's own config changed while it ran it; saved it again as the config to return to");
+        }
         Ok(())
     }
 
