@@ -8,6 +8,7 @@
 //! | `etc/kubernetes/kubelet.conf.d/` | the `--config-dir` drop-in directory |
 //! | `var/lib/kubelet/kubeadm-flags.env` | `KUBELET_KUBEADM_ARGS="..."`: the kubelet's command line |
 //! | `sys/fs/cgroup/` | a plain directory tree standing in for cgroupfs (v2, or v1 with one tree per controller) |
+//! | `proc/sys/kernel/pid_max` | the kubelet's internal `pid` capacity, read at each start (written once with this host's value) |
 //! | `var/log/kubelet.log` | klog-style lines: what it started with, why it exited |
 //!
 //! The paths in the flags are absolute (`--config=<root>/var/lib/kubelet/config.yaml`),
@@ -59,10 +60,10 @@ use crate::inventory::InventoryNode;
 
 pub use api::{ApiFailure, HttpTarget, Kind, NodeApi, TargetError};
 pub use node::{
-    CONTAINER_RUNTIME_VERSION, KUBELET_VERSION, LEASE_NAMESPACE, NodeStatus, READY_MESSAGE,
-    Readiness, conditions, initial_config_yaml, initial_effective_config, internal_ip,
-    lease_object, node_labels, node_object, node_object_with, ready_status, reported_capacity,
-    rfc3339,
+    CONTAINER_RUNTIME_VERSION, DEFAULT_PID_MAX, KUBELET_VERSION, LEASE_NAMESPACE, NodeStatus,
+    READY_MESSAGE, Readiness, conditions, host_pid_max, initial_config_yaml,
+    initial_effective_config, internal_ip, lease_object, node_labels, node_object,
+    node_object_with, ready_status, reported_capacity, rfc3339,
 };
 pub use startup::{V1_CONTROLLERS, cgroup_name_repr};
 
@@ -121,6 +122,9 @@ pub struct KubeletPaths {
     pub flags_env: PathBuf,
     /// `sys/fs/cgroup`: the cgroup tree.
     pub cgroup_root: PathBuf,
+    /// `proc/sys/kernel/pid_max`: the node's `pid_max`, the kubelet's internal `pid`
+    /// capacity.
+    pub pid_max: PathBuf,
     /// `var/log/kubelet.log`.
     pub log: PathBuf,
     /// `var/run/kubelet.pid`: the process id, when the stand-in runs as its own process.
@@ -136,6 +140,7 @@ impl KubeletPaths {
             drop_in_dir: root.join("etc/kubernetes/kubelet.conf.d"),
             flags_env: root.join("var/lib/kubelet/kubeadm-flags.env"),
             cgroup_root: root.join("sys/fs/cgroup"),
+            pid_max: root.join("proc/sys/kernel/pid_max"),
             log: root.join("var/log/kubelet.log"),
             pid_file: root.join("var/run/kubelet.pid"),
         }
@@ -167,10 +172,11 @@ impl KubeletPaths {
     }
 
     /// Lays out the node's root for `node`: directories, `config.yaml`, the drop-in
-    /// directory, `kubeadm-flags.env`, and a cgroup tree with `system.slice` and
-    /// `user.slice` (as systemd creates them; `kube.slice` and the like are left to
-    /// whoever enforces them). Files that exist are kept, so a node keeps its disk across
-    /// sim restarts.
+    /// directory, `kubeadm-flags.env`, `proc/sys/kernel/pid_max` (this host's value, so
+    /// an agent reading the host's agrees with the node, or [`DEFAULT_PID_MAX`] when
+    /// it cannot be read), and a cgroup tree with `system.slice` and `user.slice` (as
+    /// systemd creates them; `kube.slice` and the like are left to whoever enforces
+    /// them). Files that exist are kept, so a node keeps its disk across sim restarts.
     pub fn prepare(&self, node: &InventoryNode, cgroup_v2: bool) -> Result<(), String> {
         let io = |what: &Path, e: std::io::Error| format!("{}: {e}", what.display());
         for dir in [
@@ -178,6 +184,7 @@ impl KubeletPaths {
             Some(self.drop_in_dir.as_path()),
             self.log.parent(),
             self.pid_file.parent(),
+            self.pid_max.parent(),
             Some(self.cgroup_root.as_path()),
         ]
         .into_iter()
@@ -196,6 +203,10 @@ impl KubeletPaths {
             let args = self.command_line(node)?;
             write_atomic(&self.flags_env, kubeadm_flags_env(&args).as_bytes())
                 .map_err(|e| io(&self.flags_env, e))?;
+        }
+        if !self.pid_max.exists() {
+            write_atomic(&self.pid_max, format!("{}\n", host_pid_max()).as_bytes())
+                .map_err(|e| io(&self.pid_max, e))?;
         }
         let tree = startup::CgroupTree {
             root: &self.cgroup_root,

@@ -57,14 +57,6 @@ clusterDomain: cluster.local
 rotateCertificates: true
 ";
 
-/// The `pid` capacity the stand-in kubelet computes node allocatable with (the sim's
-/// `PID_MAX`, its stand-in for the host's `/proc/sys/kernel/pid_max`). A real kubelet
-/// never puts `pid` in the Node's capacity, and the agent then reads the host's
-/// `pid_max`, the kubelet's own source; on this machine that is not the sim's value, so
-/// the harness gives the Node the sim's, or every pods-cgroup check would find
-/// `pids.max` different.
-pub const SIM_PID_MAX: &str = "4194304";
-
 /// Every wait in these tests gives up after this long (a failure, not a timing check).
 pub const PATIENCE: Duration = Duration::from_secs(60);
 
@@ -127,11 +119,6 @@ impl Harness {
             agent: None,
         };
         h.wait_node(|n| ready(n) == "True", "Ready").await;
-        let pid = json!({"status": {"capacity": {"pid": SIM_PID_MAX}}});
-        Api::<Node>::all(h.client.clone())
-            .patch_status(NODE, &PatchParams::default(), &Patch::Merge(&pid))
-            .await
-            .expect("pid capacity set");
         h
     }
 
@@ -191,6 +178,8 @@ impl Harness {
             ),
             format!("--healthz-url={url}/healthz"),
             format!("--configz-url={url}/configz"),
+            // The agent reads this host's pid_max; the sim wrote the same value into the
+            // node's `proc/sys/kernel/pid_max`, which its kubelet reads.
             "--host-root=/".into(),
             format!("--cgroup-root={}", root.join("sys/fs/cgroup").display()),
             "--cgroup-driver=systemd".into(),

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
+use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use kubelet_gitops_core::allocatable::{AllocatableInput, node_allocatable};
@@ -21,8 +22,13 @@ pub const CONTAINER_RUNTIME_VERSION: &str = "containerd://2.1.4";
 pub const OS_IMAGE: &str = "Ubuntu 24.04.3 LTS";
 /// The kernel every simulated node reports.
 pub const KERNEL_VERSION: &str = "6.8.0-85-generic";
-/// `/proc/sys/kernel/pid_max` on a 64-bit host: the kubelet's internal `pid` capacity.
-pub const PID_MAX: i128 = 4_194_304;
+/// The kubelet's internal `pid` capacity when a node's `/proc/sys/kernel/pid_max` cannot
+/// be read: the largest `pid_max` of a 64-bit kernel.
+pub const DEFAULT_PID_MAX: i128 = 4_194_304;
+
+/// Where this host's `pid_max` is read: the value the sim writes into each node's root
+/// ([`super::KubeletPaths::prepare`]), so a node agrees with agents that read the host's.
+pub const HOST_PID_MAX_FILE: &str = "/proc/sys/kernel/pid_max";
 
 /// Namespace of the kubelets' Leases.
 pub const LEASE_NAMESPACE: &str = "kube-node-lease";
@@ -108,17 +114,36 @@ pub fn reported_capacity(
     cap
 }
 
+/// The `pid_max` in `path` (a `/proc/sys/kernel/pid_max` file): `None` when the file
+/// cannot be read or does not hold a positive integer.
+pub fn read_pid_max(path: &Path) -> Option<i128> {
+    std::fs::read_to_string(path)
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+        .filter(|n: &i128| *n > 0)
+}
+
+/// This host's `pid_max` ([`HOST_PID_MAX_FILE`]), or [`DEFAULT_PID_MAX`] when it cannot
+/// be read.
+pub fn host_pid_max() -> i128 {
+    read_pid_max(Path::new(HOST_PID_MAX_FILE)).unwrap_or(DEFAULT_PID_MAX)
+}
+
 /// The kubelet's allocatable input for `node` running `cfg`: [`reported_capacity`] plus
-/// the internal `pid` capacity.
+/// the internal `pid` capacity, `pid_max` (the kubelet reads it from the host's
+/// `/proc/sys/kernel/pid_max`).
 pub fn allocatable_input(
     node: &InventoryNode,
     cfg: &KubeletConfiguration,
+    pid_max: i128,
     ignore_eviction_threshold: bool,
 ) -> Result<AllocatableInput, kubelet_gitops_core::allocatable::AllocatableError> {
     let mut capacity = reported_capacity(node, cfg);
     capacity.insert(
         "pid".into(),
-        Quantity::from_units(PID_MAX, Format::DecimalSI),
+        Quantity::from_units(pid_max, Format::DecimalSI),
     );
     let mut input = AllocatableInput::from_config(cfg, capacity)?;
     input.ignore_eviction_threshold = ignore_eviction_threshold;
@@ -148,9 +173,10 @@ pub struct NodeStatus {
 
 impl NodeStatus {
     /// The status of `node` (number `index` in its inventory) with kubelet `port`, for
-    /// the effective config `cfg`. Allocatable that cannot be computed (reservations
-    /// beyond capacity) is reported as capacity, as no kubelet would be running to say
-    /// otherwise.
+    /// the effective config `cfg`, with this host's `pid_max` ([`host_pid_max`]; `pid` is
+    /// not in the Node's status, but reservations beyond it are). Allocatable that cannot
+    /// be computed (reservations beyond capacity) is reported as capacity, as no kubelet
+    /// would be running to say otherwise.
     pub fn new(
         node: &InventoryNode,
         index: usize,
@@ -158,7 +184,7 @@ impl NodeStatus {
         cfg: &KubeletConfiguration,
     ) -> NodeStatus {
         let capacity = reported_capacity(node, cfg);
-        let allocatable = allocatable_input(node, cfg, false)
+        let allocatable = allocatable_input(node, cfg, host_pid_max(), false)
             .and_then(|input| node_allocatable(&input))
             .map(|a| a.node_status())
             .unwrap_or_else(|_| capacity.clone());

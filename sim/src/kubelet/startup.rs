@@ -178,7 +178,10 @@ pub(crate) fn start(input: &StartInput<'_>) -> Result<Started, Failure> {
     }
 
     let ignore_eviction = flags.value("experimental-allocatable-ignore-eviction") == Some("true");
-    let alloc_input = node::allocatable_input(input.node, &config, ignore_eviction)
+    // The kubelet reads the host's pid_max for its internal `pid` capacity; the node's is
+    // under its root, and a missing or unreadable file leaves the 64-bit maximum.
+    let pid_max = node::read_pid_max(&input.paths.pid_max).unwrap_or(node::DEFAULT_PID_MAX);
+    let alloc_input = node::allocatable_input(input.node, &config, pid_max, ignore_eviction)
         .map_err(|e| Failure::command(format!("failed to run Kubelet: {e}")))?;
     let alloc = node_allocatable(&alloc_input).map_err(|e| match e {
         AllocatableError::ExceedsCapacity(_) => Failure::container_manager(e.to_string()),
@@ -404,5 +407,54 @@ mod tests {
             r#"["system.slice"]"#
         );
         assert_eq!(cgroup_name_repr("/x/y", false), r#"["x" "y"]"#);
+    }
+
+    fn pods_pids_max(paths: &KubeletPaths, node: &InventoryNode) -> String {
+        let input = StartInput {
+            node,
+            index: 0,
+            port: 0,
+            cgroup_v2: true,
+            paths,
+        };
+        start(&input).expect("the kubelet starts");
+        std::fs::read_to_string(paths.cgroup_root.join("kubepods.slice/pids.max"))
+            .expect("pods cgroup pids.max")
+            .trim()
+            .to_string()
+    }
+
+    #[test]
+    fn pid_capacity_is_the_nodes_pid_max_read_at_each_start() {
+        let inv = crate::inventory::Inventory::parse(
+            "i.yaml",
+            b"nodes:\n- name: node-a\n  capacity: {cpu: \"2\", memory: 4Gi, ephemeral-storage: 10Gi, pods: \"110\"}\n",
+        )
+        .expect("inventory");
+        let node = &inv.nodes[0];
+        let dir = tempfile::tempdir().expect("tempdir");
+        let paths = KubeletPaths::new(dir.path());
+        paths.prepare(node, true).expect("prepare");
+        let written = std::fs::read_to_string(&paths.pid_max).expect("pid_max written");
+        assert_eq!(written, format!("{}\n", node::host_pid_max()));
+        assert_eq!(
+            pods_pids_max(&paths, node),
+            node::host_pid_max().to_string()
+        );
+
+        std::fs::write(&paths.pid_max, "12345\n").expect("write pid_max");
+        paths.prepare(node, true).expect("prepare again");
+        assert_eq!(
+            std::fs::read_to_string(&paths.pid_max).expect("pid_max"),
+            "12345\n",
+            "an existing pid_max is kept"
+        );
+        assert_eq!(pods_pids_max(&paths, node), "12345");
+
+        std::fs::remove_file(&paths.pid_max).expect("remove pid_max");
+        assert_eq!(
+            pods_pids_max(&paths, node),
+            node::DEFAULT_PID_MAX.to_string()
+        );
     }
 }
