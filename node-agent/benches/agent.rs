@@ -128,14 +128,16 @@ async fn main() {
         .await
         .expect("namespace");
 
-    // The stand-in kubelet computes the pods cgroup with the sim's pid_max, a real kubelet
-    // with the host's; the agent reads the host's unless the Node's capacity has `pid`.
-    // Give it the sim's, so that its pods-cgroup check finds what it finds on a real node.
+    // The stand-in kubelet computes the pods cgroup with its node's proc/sys/kernel/pid_max
+    // (the sim writes this host's value there); the agent reads the host's unless the
+    // Node's capacity has `pid`. Give it the same value explicitly.
     wait("the Node", || {
         sim.store().get(kinds::nodes(), None, "w1").is_ok()
     })
     .await;
-    let pid_capacity = json!({"status": {"capacity": {"pid": "4194304"}}});
+    let pid_capacity = json!({"status": {"capacity": {
+        "pid": kubelet_gitops_sim::kubelet::host_pid_max().to_string()
+    }}});
     Api::<Node>::all(client.clone())
         .patch_status("w1", &PatchParams::default(), &Patch::Merge(&pid_capacity))
         .await

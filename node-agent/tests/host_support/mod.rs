@@ -68,8 +68,10 @@ pub fn kubelet_client(sim: &Sim) -> Kubelet {
 }
 
 /// The node as the sim reports it: the inventory's capacity, no huge pages, and the
-/// stand-in's `pid` capacity.
+/// stand-in's `pid` capacity (the node's `proc/sys/kernel/pid_max`, which the sim writes
+/// with this host's value).
 pub fn capacity() -> BTreeMap<String, Quantity> {
+    let pid = kubelet_gitops_sim::kubelet::host_pid_max().to_string();
     [
         ("cpu", "4"),
         ("memory", "8Gi"),
@@ -77,7 +79,7 @@ pub fn capacity() -> BTreeMap<String, Quantity> {
         ("pods", "30"),
         ("hugepages-1Gi", "0"),
         ("hugepages-2Mi", "0"),
-        ("pid", "4194304"),
+        ("pid", pid.as_str()),
     ]
     .iter()
     .map(|(k, v)| (k.to_string(), v.parse().expect("quantity")))
