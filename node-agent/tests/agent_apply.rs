@@ -259,8 +259,12 @@ async fn a_pods_cgroup_limit_changed_on_the_node_is_reported_not_rolled_back() {
     let node = h
         .wait_node(
             |n| {
+                // The annotations and the condition are two writes: wait for both.
                 annotation(n, STATE) == Some("Done")
                     && annotation(n, MESSAGE).is_some_and(|m| m.contains(&finding))
+                    && condition(n, "KubeletConfigReady")["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains(&finding))
             },
             "the mismatch reported",
         )
