@@ -21,7 +21,7 @@ use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderName};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::http::{Http, base_url, check_sha, encode_segment, non_empty};
+use super::http::{Http, base_url, check_sha, encode_segment, non_empty, status_body};
 use super::{CommitStatus, StatusError, StatusState, TokenFile};
 
 const FORGE: &str = "GitHub";
@@ -118,14 +118,7 @@ impl GitHub {
     pub(crate) async fn post_status(&self, status: &CommitStatus) -> Result<(), StatusError> {
         check_sha(FORGE, &status.sha)?;
         let url = format!("{}/statuses/{}", self.repo_url, status.sha);
-        let mut body = json!({
-            "state": Self::state(status.state),
-            "description": status.description,
-            "context": status.context,
-        });
-        if let Some(target) = &status.target_url {
-            body["target_url"] = json!(target);
-        }
+        let body = status_body(Self::state(status.state), "context", status);
         self.request(Method::POST, &url, Some(&body)).await?;
         Ok(())
     }

@@ -30,7 +30,7 @@ use serde::Deserialize;
 use serde_json::json;
 use tracing::debug;
 
-use super::http::{Answer, Http, base_url, check_sha, encode_segment, non_empty};
+use super::http::{Answer, Http, base_url, check_sha, encode_segment, non_empty, status_body};
 use super::{CommitStatus, StatusError, StatusState, TokenFile};
 
 const FORGE: &str = "GitLab";
@@ -127,14 +127,7 @@ impl GitLab {
     pub(crate) async fn post_status(&self, status: &CommitStatus) -> Result<(), StatusError> {
         check_sha(FORGE, &status.sha)?;
         let url = format!("{}/statuses/{}", self.project_url, status.sha);
-        let mut body = json!({
-            "state": Self::state(status.state),
-            "name": status.context,
-            "description": status.description,
-        });
-        if let Some(target) = &status.target_url {
-            body["target_url"] = json!(target);
-        }
+        let body = status_body(Self::state(status.state), "name", status);
         match self.request(Method::POST, &url, Some(&body)).await {
             Ok(_) => Ok(()),
             Err(StatusError::Rejected {

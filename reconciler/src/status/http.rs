@@ -232,6 +232,25 @@ pub(crate) fn check_sha(forge: &'static str, sha: &str) -> Result<(), StatusErro
     }
 }
 
+/// The JSON body of a commit-status post, the same shape on every forge: `state`,
+/// `description`, the context under `context_key` (`context`; GitLab calls it `name`),
+/// and `target_url` when there is one.
+pub(crate) fn status_body(
+    state: &str,
+    context_key: &str,
+    status: &super::CommitStatus,
+) -> serde_json::Value {
+    let mut body = serde_json::json!({
+        "state": state,
+        "description": status.description,
+    });
+    body[context_key] = serde_json::json!(status.context);
+    if let Some(target) = &status.target_url {
+        body["target_url"] = serde_json::json!(target);
+    }
+    body
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
