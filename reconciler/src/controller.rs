@@ -22,7 +22,8 @@
 //!   causes another (the wake-up is a stored permit, never dropped).
 //! - **Stateless**: everything comes from git and the cluster; a restart plans exactly
 //!   what the previous process would have, and a ConfigMap already there is not created
-//!   again.
+//!   again. A restart while the head does not validate, or while the remote is
+//!   unreachable, resumes from the commit the cluster is on ([`resume`]).
 //! - **A commit that does not validate applies nothing**: its errors are logged once,
 //!   kept in [`SyncState::rejected`] (for `/readyz` and commit statuses), and the last
 //!   valid commit stays in force.
@@ -34,6 +35,7 @@
 pub mod api;
 mod observe;
 mod reconcile;
+mod resume;
 mod state;
 pub mod statuses;
 
@@ -416,6 +418,8 @@ struct LoopState {
     rendered: Option<String>,
     /// The last commit that validated.
     desired: Option<Arc<Desired>>,
+    /// The fetched head a resume ([`resume`]) was last tried for.
+    resume_tried: Option<String>,
     /// When the next reconcile may start.
     next_run: Option<Instant>,
     /// When the last one started.
@@ -801,8 +805,13 @@ impl Controller {
                 () = self.shutdown.cancelled() => break,
                 event = poll_rx.recv() => {
                     let Some(event) = event else { break };
+                    let unreachable = matches!(event, PollEvent::Unreachable { .. });
                     self.on_poll(event, &mut st);
+                    if unreachable {
+                        self.fetched_from_cache(&mut st).await;
+                    }
                     self.render_fetched(&mut st).await;
+                    self.resume_from_cluster(&mut st, &mut configmaps, tasks).await;
                     trigger(&mut st);
                 }
                 true = leader_changed => {

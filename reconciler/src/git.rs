@@ -12,7 +12,7 @@ mod poll;
 mod repo;
 mod url;
 
-pub use commit::{CommitInfo, CommitSource, open_revision};
+pub use commit::{CommitInfo, CommitSource, first_parent_history, open_revision};
 pub use error::GitError;
 pub use poll::{Backoff, PollEvent, PollRecord, PollResult, Poller};
-pub use repo::{FetchOutcome, GitAuth, GitConfig, GitRepo, remote_callbacks};
+pub use repo::{FetchOutcome, GitAuth, GitConfig, GitRepo, cached_head, remote_callbacks};

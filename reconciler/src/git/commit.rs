@@ -82,6 +82,35 @@ pub fn open_revision(repo_path: &Path, rev: &str) -> Result<CommitSource, GitErr
     CommitSource::new(repo, commit, origin)
 }
 
+/// `head` and its first-parent ancestors, newest first, at most `limit` commits: the
+/// states the branch itself went through (a merged pull request counts once, as its merge
+/// commit; the commits inside it are not walked).
+pub fn first_parent_history(
+    repo_path: &Path,
+    head: &str,
+    limit: usize,
+) -> Result<Vec<String>, GitError> {
+    let repo = Repository::open(repo_path).map_err(|source| GitError::NotARepository {
+        path: repo_path.to_path_buf(),
+        source,
+    })?;
+    let no_such = |source| GitError::NoSuchRevision {
+        rev: head.to_string(),
+        repo: repo_path.display().to_string(),
+        source,
+    };
+    let oid = Oid::from_str(head).map_err(no_such)?;
+    let mut commit = repo.find_commit(oid).map_err(no_such)?;
+    let mut out = vec![commit.id().to_string()];
+    while out.len() < limit && commit.parent_count() > 0 {
+        // A shallow or partial cache may lack a parent: the walk ends there.
+        let Ok(parent) = commit.parent(0) else { break };
+        out.push(parent.id().to_string());
+        commit = parent;
+    }
+    Ok(out)
+}
+
 impl CommitSource {
     /// The files of commit `id` in the repository at `repo_path`; `origin` (a path or a
     /// URL) is what [`FileSource::describe`] names.

@@ -94,6 +94,21 @@ impl std::fmt::Debug for GitRepo {
 /// The cache remembers which URL its refs came from; a different URL starts afresh.
 const URL_CONFIG_KEY: &str = "kubelet-gitops.url";
 
+/// The branch head a previous process left in the cache at `config.cache_dir`, without
+/// touching the network or creating anything: `None` when there is no cache, it follows
+/// another URL, or it never fetched the branch. A reconciler that restarts while the
+/// remote is unreachable resumes from it: it is the last commit the previous process saw.
+pub fn cached_head(config: &GitConfig) -> Option<String> {
+    let repo = Repository::open_bare(&config.cache_dir).ok()?;
+    let cached_url = repo.config().ok()?.get_string(URL_CONFIG_KEY).ok()?;
+    if cached_url != config.url {
+        return None;
+    }
+    repo.refname_to_id(&format!("refs/remotes/origin/{}", config.branch))
+        .ok()
+        .map(|oid| oid.to_string())
+}
+
 impl GitRepo {
     /// Checks the configuration and opens (or creates) the bare cache repository. Does not
     /// touch the network.
