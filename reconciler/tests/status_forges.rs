@@ -441,6 +441,78 @@ async fn a_brief_outage_is_retried_within_one_post() {
 }
 
 #[tokio::test]
+async fn a_round_is_one_request_per_status_that_changed() {
+    for kind in ALL {
+        let s = setup(kind).await;
+        let gpu = status(
+            StatusState::Pending,
+            "rolling out: 1/2 nodes on kubelet-gpu-x",
+        );
+        let cpu = CommitStatus::new(
+            SHA,
+            "kubelet-gitops/cpu",
+            StatusState::Success,
+            "2/2 nodes on kubelet-cpu-y",
+        );
+        let summary = CommitStatus::new(
+            SHA,
+            "kubelet-gitops",
+            StatusState::Pending,
+            "2 pools: 1 in progress, 1 done",
+        );
+        // The first request meets a brief outage: that status alone is retried.
+        s.server.inject([Fault::ServerError]);
+        let deliveries = s
+            .writer
+            .post_all(&[gpu.clone(), cpu.clone(), summary.clone()])
+            .await;
+        assert!(
+            deliveries.iter().all(|d| matches!(d, Delivery::Posted)),
+            "{kind:?}: {deliveries:?}"
+        );
+        let answers: Vec<u16> = s.server.requests().iter().map(|r| r.answer).collect();
+        assert_eq!(answers.len(), 4, "{kind:?}: {answers:?}");
+        assert_eq!(answers[0], 500, "{kind:?}");
+        assert!(
+            answers[1..].iter().all(|a| (200..300).contains(a)),
+            "{kind:?}: {answers:?}"
+        );
+        let contexts: Vec<String> = s
+            .server
+            .statuses()
+            .iter()
+            .map(|g| g.context.clone())
+            .collect();
+        assert_eq!(
+            contexts,
+            ["kubelet-gitops/gpu", "kubelet-gitops/cpu", "kubelet-gitops"],
+            "{kind:?}"
+        );
+        // The next round sends only what changed.
+        let gpu_done = status(StatusState::Success, "2/2 nodes on kubelet-gpu-x");
+        let summary_done = CommitStatus::new(
+            SHA,
+            "kubelet-gitops",
+            StatusState::Success,
+            "2 pools: 2 done",
+        );
+        let deliveries = s
+            .writer
+            .post_all(&[gpu_done, cpu.clone(), summary_done])
+            .await;
+        assert!(
+            matches!(
+                deliveries.as_slice(),
+                [Delivery::Posted, Delivery::Unchanged, Delivery::Posted]
+            ),
+            "{kind:?}: {deliveries:?}"
+        );
+        assert_eq!(s.server.requests().len(), 6, "{kind:?}");
+        assert_clean(&s.server);
+    }
+}
+
+#[tokio::test]
 async fn retry_after_is_honoured() {
     for kind in ALL {
         let s = setup(kind).await;

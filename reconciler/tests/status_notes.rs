@@ -3,6 +3,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use reconciler::status::{
@@ -445,4 +447,325 @@ async fn configuration_mistakes_are_named() {
         panic!("git notes has no pull requests");
     };
     assert!(matches!(error, StatusError::CommentsUnsupported { .. }));
+}
+
+/// A remote whose fetches and pushes are counted: libgit2 asks the factory for callbacks
+/// once per fetch and once per push. `on_call(n)` runs at the `n`th (from 1).
+fn counted_remote(
+    url: &Path,
+    on_call: impl Fn(usize) + Send + Sync + 'static,
+) -> (NotesRemote, Arc<AtomicUsize>) {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&calls);
+    let remote = NotesRemote::with_callbacks(url.to_str().unwrap(), move || {
+        on_call(counter.fetch_add(1, Ordering::SeqCst) + 1);
+        git2::RemoteCallbacks::new()
+    });
+    (remote, calls)
+}
+
+/// Ref updates of the notes ref on a bare remote, from its reflog (newest first).
+fn notes_updates(bare: &Path) -> Vec<String> {
+    git(
+        bare,
+        &[
+            "reflog",
+            "show",
+            "--format=%H %gs",
+            "refs/notes/kubelet-gitops",
+        ],
+    )
+    .lines()
+    .map(str::to_string)
+    .collect()
+}
+
+/// Records every update of the bare repository's refs in its reflog (off by default in a
+/// bare repository), so pushes can be counted.
+fn log_ref_updates(bare: &Path) {
+    git(bare, &["config", "core.logAllRefUpdates", "true"]);
+}
+
+#[tokio::test]
+async fn a_round_is_one_notes_commit_one_fetch_and_one_push() {
+    let r = repos();
+    log_ref_updates(&r.origin);
+    let (remote, calls) = counted_remote(&r.origin, |_| {});
+    let (writer, notes) = notes_writer(config(&r.work).with_remote(remote));
+    let round = [
+        pool(
+            &r.second,
+            "gpu",
+            StatusState::Pending,
+            "rolling out: 3/10 nodes on kubelet-gpu-x",
+        ),
+        pool(
+            &r.second,
+            "cpu",
+            StatusState::Success,
+            "4/4 nodes on kubelet-cpu-y",
+        ),
+        pool(
+            &r.first,
+            "mem",
+            StatusState::Success,
+            "2/2 nodes on kubelet-mem-z",
+        ),
+        CommitStatus::new(
+            &r.second,
+            "kubelet-gitops",
+            StatusState::Pending,
+            "3 pools: 1 in progress, 2 done",
+        ),
+    ];
+    let deliveries = writer.post_all(&round).await;
+    assert!(
+        deliveries.iter().all(|d| matches!(d, Delivery::Posted)),
+        "{deliveries:?}"
+    );
+    assert_eq!(notes.unpushed(), 0);
+    // One fetch and one push for the four statuses (it was four of each, one per
+    // status), and one update of the remote's ref.
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        notes_updates(&r.origin).len(),
+        1,
+        "{:?}",
+        notes_updates(&r.origin)
+    );
+    // One notes commit holds the round.
+    assert_eq!(
+        git(
+            &r.origin,
+            &["rev-list", "--count", "refs/notes/kubelet-gitops"]
+        )
+        .trim(),
+        "1"
+    );
+    // A clone sees every status.
+    git(
+        &r.work,
+        &[
+            "fetch",
+            "-q",
+            "origin",
+            "+refs/notes/kubelet-gitops:refs/notes/kubelet-gitops",
+        ],
+    );
+    assert_eq!(
+        show(&r.work, &r.second),
+        "kubelet-gitops/gpu: pending: rolling out: 3/10 nodes on kubelet-gpu-x\n\
+         kubelet-gitops/cpu: success: 4/4 nodes on kubelet-cpu-y\n\
+         kubelet-gitops: pending: 3 pools: 1 in progress, 2 done\n"
+    );
+    assert_eq!(
+        show(&r.work, &r.first),
+        "kubelet-gitops/mem: success: 2/2 nodes on kubelet-mem-z\n"
+    );
+    let log = git(
+        &r.work,
+        &["log", "--notes=kubelet-gitops", "--format=%H%n%N--"],
+    );
+    assert!(
+        log.contains(&format!(
+            "{}\nkubelet-gitops/gpu: pending: rolling out: 3/10 nodes on kubelet-gpu-x\n",
+            r.second
+        )),
+        "{log}"
+    );
+    assert!(
+        log.contains(&format!(
+            "{}\nkubelet-gitops/mem: success: 2/2 nodes on kubelet-mem-z\n",
+            r.first
+        )),
+        "{log}"
+    );
+
+    // The next round changes two statuses: one more fetch and push, one more commit.
+    let mut next = round.clone();
+    next[0] = pool(
+        &r.second,
+        "gpu",
+        StatusState::Success,
+        "10/10 nodes on kubelet-gpu-x",
+    );
+    next[3] = CommitStatus::new(
+        &r.second,
+        "kubelet-gitops",
+        StatusState::Success,
+        "3 pools: 3 done",
+    );
+    let deliveries = writer.post_all(&next).await;
+    assert!(
+        matches!(
+            deliveries.as_slice(),
+            [
+                Delivery::Posted,
+                Delivery::Unchanged,
+                Delivery::Unchanged,
+                Delivery::Posted
+            ]
+        ),
+        "{deliveries:?}"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 4);
+    assert_eq!(notes_updates(&r.origin).len(), 2);
+    assert_eq!(
+        git(
+            &r.origin,
+            &["rev-list", "--count", "refs/notes/kubelet-gitops"]
+        )
+        .trim(),
+        "2"
+    );
+    assert_eq!(
+        show(&r.origin, &r.second),
+        "kubelet-gitops/gpu: success: 10/10 nodes on kubelet-gpu-x\n\
+         kubelet-gitops/cpu: success: 4/4 nodes on kubelet-cpu-y\n\
+         kubelet-gitops: success: 3 pools: 3 done\n"
+    );
+    // A round that changes nothing does not touch the remote.
+    let deliveries = writer.post_all(&next).await;
+    assert!(deliveries.iter().all(|d| matches!(d, Delivery::Unchanged)));
+    assert_eq!(calls.load(Ordering::SeqCst), 4);
+}
+
+#[tokio::test]
+async fn a_bad_status_in_a_round_fails_alone() {
+    let r = repos();
+    let (remote, calls) = counted_remote(&r.origin, |_| {});
+    let (writer, _) = notes_writer(config(&r.work).with_remote(remote));
+    let good = pool(&r.second, "gpu", StatusState::Success, "1/1 nodes");
+    let bad = pool("not-a-sha", "cpu", StatusState::Success, "1/1 nodes");
+    let deliveries = writer.post_all(&[bad, good]).await;
+    let [Delivery::Rejected(error), Delivery::Posted] = deliveries.as_slice() else {
+        panic!("{deliveries:?}");
+    };
+    assert!(matches!(error, StatusError::Config { .. }), "{error}");
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        show(&r.origin, &r.second),
+        "kubelet-gitops/gpu: success: 1/1 nodes\n"
+    );
+    assert!(writer.queued().is_empty());
+}
+
+#[tokio::test]
+async fn a_writer_pushing_between_our_fetch_and_our_push_loses_nothing() {
+    let r = repos();
+    log_ref_updates(&r.origin);
+    // Another replica (another clone) with notes of its own.
+    let other = r.dir.path().join("other");
+    git(
+        r.dir.path(),
+        &[
+            "clone",
+            "-q",
+            r.origin.to_str().unwrap(),
+            other.to_str().unwrap(),
+        ],
+    );
+    git(
+        &other,
+        &[
+            "notes",
+            "--ref=kubelet-gitops",
+            "add",
+            "-m",
+            "kubelet-gitops/mem: success: 2/2 nodes on kubelet-mem-z",
+            &r.first,
+        ],
+    );
+    git(
+        &other,
+        &[
+            "notes",
+            "--ref=kubelet-gitops",
+            "add",
+            "-m",
+            "reviewed-by: alice",
+            &r.second,
+        ],
+    );
+    // It pushes them right after our fetch (the 1st call), before our push (the 2nd).
+    let pusher = other.clone();
+    let (remote, calls) = counted_remote(&r.origin, move |call| {
+        if call == 2 {
+            git(
+                &pusher,
+                &["push", "-q", "origin", "refs/notes/kubelet-gitops"],
+            );
+        }
+    });
+    let (writer, notes) = notes_writer(config(&r.work).with_remote(remote));
+    let round = [
+        pool(
+            &r.second,
+            "gpu",
+            StatusState::Success,
+            "10/10 nodes on kubelet-gpu-x",
+        ),
+        pool(
+            &r.second,
+            "cpu",
+            StatusState::Success,
+            "4/4 nodes on kubelet-cpu-y",
+        ),
+        CommitStatus::new(
+            &r.second,
+            "kubelet-gitops",
+            StatusState::Success,
+            "2 pools: 2 done",
+        ),
+    ];
+    let deliveries = writer.post_all(&round).await;
+    assert!(
+        deliveries.iter().all(|d| matches!(d, Delivery::Posted)),
+        "{deliveries:?}"
+    );
+    // Our push was refused (not a fast-forward any more); the round fetched again,
+    // wrote its lines on top of theirs, and pushed again, within the same round.
+    assert_eq!(notes.unpushed(), 0);
+    assert_eq!(calls.load(Ordering::SeqCst), 4);
+    assert_eq!(notes_updates(&r.origin).len(), 2, "theirs, then ours");
+    assert_eq!(
+        show(&r.origin, &r.second),
+        "reviewed-by: alice\n\
+         kubelet-gitops/gpu: success: 10/10 nodes on kubelet-gpu-x\n\
+         kubelet-gitops/cpu: success: 4/4 nodes on kubelet-cpu-y\n\
+         kubelet-gitops: success: 2 pools: 2 done\n"
+    );
+    assert_eq!(
+        show(&r.origin, &r.first),
+        "kubelet-gitops/mem: success: 2/2 nodes on kubelet-mem-z\n"
+    );
+    // History is linear: theirs is an ancestor of what we pushed, and our round is one
+    // commit on top of it.
+    let theirs = git(&other, &["rev-parse", "refs/notes/kubelet-gitops"]);
+    git(
+        &r.origin,
+        &[
+            "merge-base",
+            "--is-ancestor",
+            theirs.trim(),
+            "refs/notes/kubelet-gitops",
+        ],
+    );
+    assert_eq!(
+        git(
+            &r.origin,
+            &[
+                "rev-list",
+                "--count",
+                &format!("{}..refs/notes/kubelet-gitops", theirs.trim())
+            ]
+        )
+        .trim(),
+        "1"
+    );
+    // Local and remote agree.
+    assert_eq!(
+        git(&r.work, &["rev-parse", "refs/notes/kubelet-gitops"]),
+        git(&r.origin, &["rev-parse", "refs/notes/kubelet-gitops"])
+    );
 }

@@ -18,9 +18,11 @@
 //! loop never waits for it and the reporter never falls behind by more than one state.
 //! Progress within `pending` ("3/10 nodes", then "4/10") goes out at most once per
 //! `progress_interval` per context (forges limit how many statuses a commit gets and how
-//! fast they may be created); a change of state goes out at once. The writer posts only
-//! what changed and keeps undelivered statuses in its outbox, which the reporter flushes
-//! every `redeliver_interval`.
+//! fast they may be created); a change of state goes out at once. The statuses a state
+//! lets through go to the writer as one round ([`StatusWriter::post_all`]): the forges get
+//! one request per status, git notes one notes commit and one fetch and push for the
+//! whole round. The writer posts only what changed and keeps undelivered statuses in its
+//! outbox, which the reporter flushes every `redeliver_interval`.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -380,13 +382,17 @@ impl StatusReporter {
         let statuses = commit_statuses(state, self.target_url.as_deref());
         self.throttle.retain(&statuses);
         let mut deferred: Option<Instant> = None;
-        for status in &statuses {
+        let mut admitted = Vec::with_capacity(statuses.len());
+        for status in statuses {
             let now = Instant::now();
-            if !final_round && let Some(due) = self.throttle.admit(status, now) {
+            if !final_round && let Some(due) = self.throttle.admit(&status, now) {
                 deferred = Some(deferred.map_or(due, |d| d.min(due)));
                 continue;
             }
-            let delivery = self.writer.post(status).await;
+            admitted.push(status);
+        }
+        // One round, one batch: git notes fetches and pushes once for all of it.
+        for delivery in self.writer.post_all(&admitted).await {
             self.count(&delivery);
         }
         self.metrics.set_status_outbox(self.writer.queued().len());
@@ -690,6 +696,45 @@ mod tests {
                 "kubelet-gitops pending 1 pool: 1 in progress; gpu: rolling out: 2/4 nodes on kubelet-gpu-abc",
             ]
         );
+        assert!(
+            metrics
+                .encode()
+                .contains("kubelet_gitops_status_posts_total{result=\"ok\"} 4")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_round_goes_to_the_writer_as_one_batch() {
+        let recorder = Recorder::default().batching();
+        let config = StatusConfig {
+            backend: StatusBackendConfig::Custom(Backend::Recorder(recorder.clone())),
+            ..StatusConfig::default()
+        };
+        let writer = Arc::new(StatusWriter::new(
+            Backend::Recorder(recorder.clone()),
+            config.retry,
+        ));
+        let metrics = Arc::new(Metrics::new());
+        let reporter = StatusReporter::new(writer, metrics.clone(), &config);
+        let state = SyncState {
+            applied: Some(applied(NEW, &[("cpu", NEW), ("gpu", NEW), ("mem", OLD)])),
+            pools: vec![
+                report("cpu", 2, 2, PoolPhase::Complete),
+                report("gpu", 4, 1, PoolPhase::Progressing),
+                report("mem", 1, 1, PoolPhase::Complete),
+            ],
+            ..SyncState::default()
+        };
+        let (_tx, rx) = watch::channel(state);
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(reporter.run(rx, stop.clone()));
+        while recorder.statuses().len() < 4 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        stop.cancel();
+        task.await.unwrap();
+        // Three pools and the summary in one send; the shutdown round changed nothing.
+        assert_eq!(recorder.sends(), [4]);
         assert!(
             metrics
                 .encode()

@@ -16,15 +16,20 @@
 //!
 //! # Pushing
 //!
-//! With a [`NotesRemote`], every change is pushed to the same ref on the remote. Before
-//! pushing, the remote's notes are fetched: if they moved on without us (another
-//! replica, a restart with a fresh cache), our notes ref is reset to the remote's and the
-//! lines not pushed yet are written again on top, so the push is a fast-forward and no
-//! one's notes are lost. A push that fails (the remote is read-only, unreachable, or
-//! rejects the credentials) is logged and tried again with backoff on the next status or
-//! [`StatusWriter::flush`](super::StatusWriter::flush); the note is in the local
-//! repository meanwhile. Unpushed lines are kept in memory only: after a restart the
-//! controller posts every status again.
+//! With a [`NotesRemote`], the notes are pushed to the same ref on the remote once per
+//! round: [`StatusWriter::post_all`](super::StatusWriter::post_all) hands the backend
+//! every status of a round at once, they are written as one notes commit, and then the
+//! remote's notes are fetched once and ours pushed once, whatever the number of pools.
+//! Before pushing, if the remote's notes moved on without us (another replica, a restart
+//! with a fresh cache), our notes ref is reset to the remote's and the lines not pushed
+//! yet are written again on top (one commit), so the push is a fast-forward and no one's
+//! notes are lost. A push refused because the remote moved between our fetch and our
+//! push (a writer in between) is taken as that: fetch, write again, push again, up to
+//! [`PUSH_CONFLICT_ATTEMPTS`] times. A push that fails otherwise (the remote is
+//! read-only, unreachable, or rejects the credentials) is logged and tried again with
+//! backoff on the next round or [`StatusWriter::flush`](super::StatusWriter::flush); the
+//! notes are in the local repository meanwhile. Unpushed lines are kept in memory only:
+//! after a restart the controller posts every status again.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -33,8 +38,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use git2::{
-    Cred, CredentialType, ErrorCode, FetchOptions, Oid, PushOptions, RemoteCallbacks, Repository,
-    Signature,
+    Commit, Cred, CredentialType, ErrorClass, ErrorCode, FetchOptions, Oid, PushOptions,
+    RemoteCallbacks, Repository, Signature,
 };
 use tracing::{debug, info, warn};
 
@@ -47,6 +52,12 @@ pub const NOTES_REF: &str = "refs/notes/kubelet-gitops";
 pub const REMOTE_NOTES_REF: &str = "refs/kubelet-gitops/remote-notes";
 /// Descriptions longer than this are cut (a note line should stay a line).
 pub const DESCRIPTION_LIMIT: usize = 1024;
+/// How many times one push goes fetch, write again, push when the remote's notes move
+/// between our fetch and our push; after that the push waits for its backoff.
+pub const PUSH_CONFLICT_ATTEMPTS: u32 = 3;
+/// The message of a notes commit that carries several statuses (libgit2 writes one
+/// commit per note; a round's are folded into one).
+const ROUND_MESSAGE: &str = "Notes added by kubelet-gitops";
 
 /// Builds the libgit2 callbacks (credentials, host key check) for one fetch or push.
 pub type CallbacksFactory = Arc<dyn Fn() -> RemoteCallbacks<'static> + Send + Sync>;
@@ -181,8 +192,11 @@ struct Inner {
 
 #[derive(Debug, Default)]
 struct PushState {
-    /// Lines written locally and not pushed yet, by (commit, context).
-    unpushed: BTreeMap<(String, String), String>,
+    /// Lines written locally and not pushed yet, by (commit, context): the order they
+    /// were first written in (to write them again in that order), and the line.
+    unpushed: BTreeMap<(String, String), (u64, String)>,
+    /// The order number of the next line first written.
+    next_line: u64,
     failures: u32,
     next_push: Option<Instant>,
 }
@@ -228,9 +242,49 @@ impl Notes {
     /// Writes `status` as its context's line in the commit's note, then pushes if a
     /// remote is configured and a push is due. A failed push is logged, not returned.
     pub(crate) async fn post_status(&self, status: &CommitStatus) -> Result<(), StatusError> {
+        let line = Line::of(&self.inner, status)?;
         let inner = Arc::clone(&self.inner);
-        let status = status.clone();
-        self.blocking(move || inner.post(&status)).await
+        match tokio::task::spawn_blocking(move || inner.write_round(&[line])).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(failure)) => Err(failure.error(&self.inner.config.repo_path)),
+            Err(e) => Err(RoundFailure::Task(e.to_string()).error(&self.inner.config.repo_path)),
+        }
+    }
+
+    /// Writes every status of a round as its context's line in its commit's note, all in
+    /// one notes commit, then pushes once if a remote is configured and a push is due
+    /// (one fetch and one push for the whole round). Answers one result per status, in
+    /// order: a status that is not one (a bad commit id) fails alone; a write that fails
+    /// fails every other status of the round with the same error. A failed push is
+    /// logged, not returned.
+    pub(crate) async fn post_statuses(
+        &self,
+        statuses: &[CommitStatus],
+    ) -> Vec<Result<(), StatusError>> {
+        let mut results: Vec<Result<(), StatusError>> = Vec::with_capacity(statuses.len());
+        let mut lines = Vec::with_capacity(statuses.len());
+        for status in statuses {
+            match Line::of(&self.inner, status) {
+                Ok(line) => {
+                    lines.push(line);
+                    results.push(Ok(()));
+                }
+                Err(e) => results.push(Err(e)),
+            }
+        }
+        if lines.is_empty() {
+            return results;
+        }
+        let inner = Arc::clone(&self.inner);
+        let failure = match tokio::task::spawn_blocking(move || inner.write_round(&lines)).await {
+            Ok(Ok(())) => return results,
+            Ok(Err(failure)) => failure,
+            Err(e) => RoundFailure::Task(e.to_string()),
+        };
+        for result in results.iter_mut().filter(|r| r.is_ok()) {
+            *result = Err(failure.error(&self.inner.config.repo_path));
+        }
+        results
     }
 
     /// Pushes lines a failed push left behind, if a push is due.
@@ -294,20 +348,31 @@ impl Inner {
             .map_err(|source| self.error("building the notes author", source))
     }
 
-    fn post(&self, status: &CommitStatus) -> Result<(), StatusError> {
-        let oid = self.oid(&status.sha)?;
-        let line = status_line(status);
+    /// Writes `lines` as one notes commit and, with a remote, pushes once if due.
+    fn write_round(&self, lines: &[Line]) -> Result<(), RoundFailure> {
+        let git = |what: &str| {
+            let what = what.to_string();
+            move |source| RoundFailure::Git { what, source }
+        };
         let mut state = self.lock();
-        let repo = self.open()?;
-        let changed = write_line(&repo, &self.signature()?, oid, &status.context, &line)
-            .map_err(|source| self.error("writing a note", source))?;
-        debug!(sha = %status.sha, context = %status.context, changed, "git note written");
+        let repo =
+            Repository::open(&self.config.repo_path).map_err(git("opening the repository"))?;
+        let signature = Signature::now(&self.config.author_name, &self.config.author_email)
+            .map_err(git("building the notes author"))?;
+        let changed = write_lines(&repo, &signature, lines).map_err(git("writing notes"))?;
+        debug!(statuses = lines.len(), changed, "git notes written");
         if self.config.remote.is_some() {
             // Even an unchanged line is queued: it may be a status re-posted after a
             // restart whose push never happened. The sync pushes only what differs.
-            state
-                .unpushed
-                .insert((status.sha.clone(), status.context.clone()), line);
+            for line in lines {
+                let order = state.next_line;
+                state.next_line += 1;
+                state
+                    .unpushed
+                    .entry((line.sha.clone(), line.context.clone()))
+                    .and_modify(|(_, text)| text.clone_from(&line.text))
+                    .or_insert_with(|| (order, line.text.clone()));
+            }
             self.push_if_due(&repo, &mut state);
         }
         Ok(())
@@ -323,12 +388,33 @@ impl Inner {
             debug!(remote = %redact_url(&remote.url), "notes push not due yet");
             return;
         }
-        match self.sync(repo, remote, &state.unpushed) {
+        let mut attempt = 1;
+        let synced = loop {
+            match self.sync(repo, remote, &state.unpushed) {
+                Err(e) if is_conflict(&e) && attempt < PUSH_CONFLICT_ATTEMPTS => {
+                    debug!(
+                        remote = %redact_url(&remote.url),
+                        attempt,
+                        error = %e,
+                        "the remote's notes moved during the push: fetching again"
+                    );
+                    attempt += 1;
+                }
+                other => break other,
+            }
+        };
+        match synced {
             Ok(pushed) => {
                 if state.failures > 0 {
                     info!(remote = %redact_url(&remote.url), "notes push works again");
                 }
-                debug!(remote = %redact_url(&remote.url), pushed, "notes in sync with the remote");
+                debug!(
+                    remote = %redact_url(&remote.url),
+                    pushed,
+                    statuses = state.unpushed.len(),
+                    attempts = attempt,
+                    "notes in sync with the remote"
+                );
                 state.unpushed.clear();
                 state.failures = 0;
                 state.next_push = None;
@@ -359,7 +445,7 @@ impl Inner {
         &self,
         repo: &Repository,
         remote: &NotesRemote,
-        unpushed: &BTreeMap<(String, String), String>,
+        unpushed: &BTreeMap<(String, String), (u64, String)>,
     ) -> Result<bool, StatusError> {
         let url = redact_url(&remote.url);
         let mut git_remote = repo
@@ -402,11 +488,23 @@ impl Inner {
                 )
                 .map_err(|source| self.error("taking the remote's notes", source))?;
                 let signature = self.signature()?;
-                for ((sha, context), line) in unpushed {
-                    let oid = self.oid(sha)?;
-                    write_line(repo, &signature, oid, context, line)
-                        .map_err(|source| self.error("rewriting a note", source))?;
-                }
+                // In the order first written, so a context's line lands where it
+                // would have without the rebase.
+                let mut ordered: Vec<_> = unpushed.iter().collect();
+                ordered.sort_by_key(|(_, (order, _))| *order);
+                let lines = ordered
+                    .into_iter()
+                    .map(|((sha, context), (_, text))| {
+                        Ok(Line {
+                            oid: self.oid(sha)?,
+                            sha: sha.clone(),
+                            context: context.clone(),
+                            text: text.clone(),
+                        })
+                    })
+                    .collect::<Result<Vec<Line>, StatusError>>()?;
+                write_lines(repo, &signature, &lines)
+                    .map_err(|source| self.error("rewriting notes", source))?;
             }
         }
         let Ok(ours) = repo.refname_to_id(NOTES_REF) else {
@@ -431,6 +529,8 @@ impl Inner {
         let mut git_remote = repo
             .remote_anonymous(&remote.url)
             .map_err(|source| self.error(&format!("using remote {url}"), source))?;
+        // libgit2 refuses a push that is not a fast-forward of the remote ref as the
+        // push found it (NotFastForward): the remote moved after our fetch.
         git_remote
             .push(&[format!("{NOTES_REF}:{NOTES_REF}")], Some(&mut push))
             .map_err(|source| self.error(&format!("pushing notes to {url}"), source))?;
@@ -440,15 +540,90 @@ impl Inner {
             .unwrap_or_else(PoisonError::into_inner)
             .take()
         {
+            // The server's own refusal after the ref advertisement: a writer that got in
+            // between reads as one of these (receive-pack's and forges' wording).
+            let moved = [
+                "non-fast-forward",
+                "fetch first",
+                "stale info",
+                "failed to lock",
+                "cannot lock ref",
+            ]
+            .iter()
+            .any(|m| message.contains(m));
+            let code = if moved {
+                ErrorCode::NotFastForward
+            } else {
+                ErrorCode::GenericError
+            };
             return Err(self.error(
                 &format!("pushing notes to {url}"),
-                git2::Error::from_str(&format!("the remote rejected the update ({message})")),
+                git2::Error::new(
+                    code,
+                    ErrorClass::Reference,
+                    format!("the remote rejected the update ({message})"),
+                ),
             ));
         }
         repo.reference(REMOTE_NOTES_REF, ours, true, "kubelet-gitops: pushed notes")
             .map_err(|source| self.error("recording the pushed notes", source))?;
         Ok(true)
     }
+}
+
+/// One status as the line it sets in its commit's note.
+#[derive(Debug, Clone)]
+struct Line {
+    oid: Oid,
+    sha: String,
+    context: String,
+    text: String,
+}
+
+impl Line {
+    /// `status`'s line; fails if its commit id is not one.
+    fn of(inner: &Inner, status: &CommitStatus) -> Result<Line, StatusError> {
+        Ok(Line {
+            oid: inner.oid(&status.sha)?,
+            sha: status.sha.clone(),
+            context: status.context.clone(),
+            text: status_line(status),
+        })
+    }
+}
+
+/// Why a round of notes could not be written; each of its statuses gets it as its error.
+#[derive(Debug)]
+enum RoundFailure {
+    Git {
+        what: String,
+        source: git2::Error,
+    },
+    /// The blocking task did not finish.
+    Task(String),
+}
+
+impl RoundFailure {
+    fn error(&self, repo: &Path) -> StatusError {
+        match self {
+            RoundFailure::Git { what, source } => StatusError::Notes {
+                repo: repo.to_path_buf(),
+                what: what.clone(),
+                // git2::Error is not Clone: each status gets a copy of its parts.
+                source: git2::Error::new(source.code(), source.class(), source.message()),
+            },
+            RoundFailure::Task(reason) => StatusError::NotesTask {
+                repo: repo.to_path_buf(),
+                reason: reason.clone(),
+            },
+        }
+    }
+}
+
+/// Whether a sync failed because the remote's notes moved between our fetch and our
+/// push (fetching again and pushing again resolves it).
+fn is_conflict(error: &StatusError) -> bool {
+    matches!(error, StatusError::Notes { source, .. } if source.code() == ErrorCode::NotFastForward)
 }
 
 /// `<context>: <state>: <description>[ (<url>)]`, on one line.
@@ -513,6 +688,46 @@ fn write_line(
     }
     repo.note(signature, signature, Some(NOTES_REF), oid, &updated, true)?;
     Ok(true)
+}
+
+/// Sets every line in its commit's note as one notes commit on top of the notes ref;
+/// returns how many notes changed (none: no commit is written).
+fn write_lines(
+    repo: &Repository,
+    signature: &Signature<'_>,
+    lines: &[Line],
+) -> Result<usize, git2::Error> {
+    let base = repo.refname_to_id(NOTES_REF).ok();
+    let mut changed = 0;
+    for line in lines {
+        if write_line(repo, signature, line.oid, &line.context, &line.text)? {
+            changed += 1;
+        }
+    }
+    if changed > 1 {
+        // libgit2 writes one notes commit per note: fold them into one on `base`, so
+        // that a round is one commit in the notes' history.
+        let head = repo.refname_to_id(NOTES_REF)?;
+        let tree = repo.find_commit(head)?.tree()?;
+        let parent = base.map(|b| repo.find_commit(b)).transpose()?;
+        let parents: Vec<&Commit<'_>> = parent.iter().collect();
+        let folded = repo.commit(
+            None,
+            signature,
+            signature,
+            &format!("{ROUND_MESSAGE} ({changed} statuses)"),
+            &tree,
+            &parents,
+        )?;
+        repo.reference_matching(
+            NOTES_REF,
+            folded,
+            true,
+            head,
+            "kubelet-gitops: one notes commit per round",
+        )?;
+    }
+    Ok(changed)
 }
 
 /// The URL without a `user:password@` part.

@@ -112,6 +112,31 @@ impl Backend {
         }
     }
 
+    /// Whether a round of statuses goes out as one unit ([`Notes`]: one notes commit, one
+    /// fetch and one push) rather than one request per status (the forges).
+    fn batches(&self) -> bool {
+        match self {
+            Backend::Notes(_) => true,
+            Backend::Recorder(r) => r.batching,
+            Backend::GitHub(_) | Backend::GitLab(_) | Backend::Gitea(_) => false,
+        }
+    }
+
+    /// Sends `statuses` as one unit; one result per status, in order.
+    async fn send_batch(&self, statuses: &[CommitStatus]) -> Vec<Result<(), StatusError>> {
+        match self {
+            Backend::Notes(b) => b.post_statuses(statuses).await,
+            Backend::Recorder(b) => b.post_batch(statuses),
+            Backend::GitHub(_) | Backend::GitLab(_) | Backend::Gitea(_) => {
+                let mut results = Vec::with_capacity(statuses.len());
+                for status in statuses {
+                    results.push(self.send(status).await);
+                }
+                results
+            }
+        }
+    }
+
     async fn flush(&self) -> Result<(), StatusError> {
         match self {
             Backend::Notes(b) => b.flush().await,
@@ -251,29 +276,70 @@ impl StatusWriter {
     /// context) and is delivered by a later `post` or [`flush`](Self::flush). Every
     /// failure is logged here.
     pub async fn post(&self, status: &CommitStatus) -> Delivery {
-        let status = self.normalize(status);
-        let key = (status.sha.clone(), status.context.clone());
-        {
-            let mut state = self.lock();
-            if !state.outbox.contains_key(&key)
-                && state.posted.get(&key) == Some(&Posted::of(&status))
-            {
-                return Delivery::Unchanged;
-            }
-            state.outbox.insert(key.clone(), status);
-        }
-        let _send = self.send.lock().await;
-        self.deliver(&key).await
+        self.post_all(std::slice::from_ref(status))
+            .await
+            .pop()
+            // Invariant: post_all answers exactly one delivery per status it is given.
+            .expect("post_all answers one delivery per status")
     }
 
-    /// Delivers everything in the outbox (and, for git notes, pushes what a failed push
-    /// left behind). Call it periodically, or run [`redeliver`](Self::redeliver).
+    /// Posts a round of statuses, each as [`post`](Self::post) would (only on change,
+    /// retried, kept in the outbox if the forge is down, logged), and answers one
+    /// [`Delivery`] per status, in order. The round goes to the backend as one unit when
+    /// it can: git notes writes it as one notes commit and fetches and pushes once; the
+    /// forges get one request per status, and a long rate limit met on one holds back the
+    /// rest (queued). A status followed in `statuses` by another for the same commit and
+    /// context is superseded by it: it is answered [`Delivery::Unchanged`] and not sent.
+    pub async fn post_all(&self, statuses: &[CommitStatus]) -> Vec<Delivery> {
+        let mut deliveries: Vec<Option<Delivery>> = statuses.iter().map(|_| None).collect();
+        // The keys to deliver and the position of the status each one answers.
+        let mut keys: Vec<Key> = Vec::new();
+        let mut slots: Vec<usize> = Vec::new();
+        {
+            let normalized: Vec<CommitStatus> =
+                statuses.iter().map(|s| self.normalize(s)).collect();
+            let mut last: HashMap<Key, usize> = HashMap::new();
+            for (i, status) in normalized.iter().enumerate() {
+                last.insert((status.sha.clone(), status.context.clone()), i);
+            }
+            let mut state = self.lock();
+            for (i, status) in normalized.into_iter().enumerate() {
+                let key = (status.sha.clone(), status.context.clone());
+                let superseded = last.get(&key) != Some(&i);
+                if superseded
+                    || (!state.outbox.contains_key(&key)
+                        && state.posted.get(&key) == Some(&Posted::of(&status)))
+                {
+                    deliveries[i] = Some(Delivery::Unchanged);
+                    continue;
+                }
+                state.outbox.insert(key.clone(), status);
+                keys.push(key);
+                slots.push(i);
+            }
+        }
+        if !keys.is_empty() {
+            let _send = self.send.lock().await;
+            for (slot, delivery) in slots.into_iter().zip(self.deliver_all(&keys).await) {
+                deliveries[slot] = Some(delivery);
+            }
+        }
+        deliveries
+            .into_iter()
+            // Every slot was answered above: deliver_all answers one delivery per key.
+            .map(|d| d.unwrap_or(Delivery::Unchanged))
+            .collect()
+    }
+
+    /// Delivers everything in the outbox (git notes: as one round) and, for git notes,
+    /// pushes what a failed push left behind. Call it periodically, or run
+    /// [`redeliver`](Self::redeliver).
     pub async fn flush(&self) -> FlushReport {
         let _send = self.send.lock().await;
         let keys: Vec<Key> = self.lock().outbox.keys().cloned().collect();
         let mut report = FlushReport::default();
-        for key in keys {
-            match self.deliver(&key).await {
+        for delivery in self.deliver_all(&keys).await {
+            match delivery {
                 Delivery::Posted | Delivery::Unchanged => report.delivered += 1,
                 Delivery::Queued { .. } => report.still_queued += 1,
                 Delivery::Rejected(_) => report.rejected += 1,
@@ -319,26 +385,99 @@ impl StatusWriter {
         Ok(outcome)
     }
 
+    /// Delivers the outbox entries for `keys`, one delivery per key, in order: as one
+    /// batch if the backend takes batches, else one by one. Callers hold `self.send`.
+    async fn deliver_all(&self, keys: &[Key]) -> Vec<Delivery> {
+        if self.backend.batches() {
+            return self.deliver_batch(keys).await;
+        }
+        let mut deliveries = Vec::with_capacity(keys.len());
+        for key in keys {
+            deliveries.push(self.deliver(key).await);
+        }
+        deliveries
+    }
+
     /// Sends the outbox entry for `key`, if still wanted. Callers hold `self.send`.
     async fn deliver(&self, key: &Key) -> Delivery {
-        let status = {
-            let mut state = self.lock();
-            let Some(status) = state.outbox.get(key).cloned() else {
-                return Delivery::Unchanged;
-            };
-            if state.posted.get(key) == Some(&Posted::of(&status)) {
-                state.outbox.remove(key);
-                return Delivery::Unchanged;
-            }
-            if let Some(wait) = state.blocked(Instant::now()) {
-                return Delivery::Queued {
-                    reason: format!("{} asked to wait {wait:?} more", self.backend.name()),
-                };
-            }
-            status
+        let status = match self.due(&mut self.lock(), key) {
+            Ok(status) => status,
+            Err(delivery) => return delivery,
         };
         let result = self.retrying("status", || self.backend.send(&status)).await;
-        let mut state = self.lock();
+        self.settle(&mut self.lock(), key, &status, result)
+    }
+
+    /// Sends the still-wanted outbox entries for `keys` as one batch, retried as one
+    /// (the statuses that failed for good drop out, the others are sent again).
+    /// Callers hold `self.send`.
+    async fn deliver_batch(&self, keys: &[Key]) -> Vec<Delivery> {
+        let mut deliveries: Vec<Option<Delivery>> = keys.iter().map(|_| None).collect();
+        let mut sending: Vec<(usize, CommitStatus)> = Vec::new();
+        {
+            let mut state = self.lock();
+            for (i, key) in keys.iter().enumerate() {
+                match self.due(&mut state, key) {
+                    Ok(status) => sending.push((i, status)),
+                    Err(delivery) => deliveries[i] = Some(delivery),
+                }
+            }
+        }
+        if !sending.is_empty() {
+            let statuses: Vec<CommitStatus> = sending.iter().map(|(_, s)| s.clone()).collect();
+            let results = self.retrying_batch(&statuses).await;
+            let mut state = self.lock();
+            for ((i, status), result) in sending.into_iter().zip(results) {
+                deliveries[i] = Some(match result {
+                    Some(result) => self.settle(&mut state, &keys[i], &status, result),
+                    None => {
+                        // Not expected: a backend answers every status of a batch. The
+                        // status stays in the outbox for the next flush.
+                        warn!(
+                            backend = self.backend.name(),
+                            sha = %status.sha,
+                            context = %status.context,
+                            "the status backend gave no answer for a status; kept in the outbox"
+                        );
+                        Delivery::Queued {
+                            reason: format!("{} gave no answer", self.backend.name()),
+                        }
+                    }
+                });
+            }
+        }
+        deliveries
+            .into_iter()
+            .map(|d| d.unwrap_or(Delivery::Unchanged))
+            .collect()
+    }
+
+    /// The outbox entry for `key` if it is to be sent now, or what became of it: gone or
+    /// already posted (`Unchanged`), or held back by a rate limit (`Queued`).
+    fn due(&self, state: &mut WriterState, key: &Key) -> Result<CommitStatus, Delivery> {
+        let Some(status) = state.outbox.get(key).cloned() else {
+            return Err(Delivery::Unchanged);
+        };
+        if state.posted.get(key) == Some(&Posted::of(&status)) {
+            state.outbox.remove(key);
+            return Err(Delivery::Unchanged);
+        }
+        if let Some(wait) = state.blocked(Instant::now()) {
+            return Err(Delivery::Queued {
+                reason: format!("{} asked to wait {wait:?} more", self.backend.name()),
+            });
+        }
+        Ok(status)
+    }
+
+    /// Records and logs how sending `status` (the outbox entry for `key`) went.
+    fn settle(
+        &self,
+        state: &mut WriterState,
+        key: &Key,
+        status: &CommitStatus,
+        result: Result<(), StatusError>,
+    ) -> Delivery {
         match result {
             Ok(()) => {
                 debug!(
@@ -348,8 +487,8 @@ impl StatusWriter {
                     state = %status.state,
                     "commit status posted"
                 );
-                state.remember(key.clone(), Posted::of(&status));
-                if state.outbox.get(key) == Some(&status) {
+                state.remember(key.clone(), Posted::of(status));
+                if state.outbox.get(key) == Some(status) {
                     state.outbox.remove(key);
                 }
                 Delivery::Posted
@@ -376,11 +515,49 @@ impl StatusWriter {
                     error = %e,
                     "commit status rejected"
                 );
-                if state.outbox.get(key) == Some(&status) {
+                if state.outbox.get(key) == Some(status) {
                     state.outbox.remove(key);
                 }
                 Delivery::Rejected(e)
             }
+        }
+    }
+
+    /// Sends `statuses` as one batch until each is delivered or failed for good, or the
+    /// policy's attempts run out; every retry sends again only those that failed and may
+    /// succeed. One answer per status (`None`: the backend gave none).
+    async fn retrying_batch(
+        &self,
+        statuses: &[CommitStatus],
+    ) -> Vec<Option<Result<(), StatusError>>> {
+        let mut results: Vec<Option<Result<(), StatusError>>> =
+            statuses.iter().map(|_| None).collect();
+        let mut pending: Vec<usize> = (0..statuses.len()).collect();
+        let mut retry = 0u32;
+        loop {
+            let batch: Vec<CommitStatus> = pending.iter().map(|&i| statuses[i].clone()).collect();
+            let answers = self.backend.send_batch(&batch).await;
+            let mut again = Vec::new();
+            for (&i, answer) in pending.iter().zip(answers) {
+                if matches!(&answer, Err(e) if e.is_retryable()) {
+                    again.push(i);
+                }
+                results[i] = Some(answer);
+            }
+            // The longest wait asked for speaks for the batch.
+            let Some(worst) = again
+                .iter()
+                .filter_map(|&i| results[i].as_ref().and_then(|r| r.as_ref().err()))
+                .max_by_key(|e| e.retry_after())
+            else {
+                return results;
+            };
+            retry += 1;
+            let Some(delay) = self.next_try("statuses", retry, worst) else {
+                return results;
+            };
+            tokio::time::sleep(delay).await;
+            pending = again;
         }
     }
 
@@ -408,28 +585,38 @@ impl StatusWriter {
                 Err(e) => e,
             };
             retry += 1;
-            let asked = e.retry_after();
-            let exhausted = retry >= self.policy.attempts.max(1);
-            if let Some(asked) = asked
-                && (asked > self.policy.max_wait || exhausted)
-            {
-                self.lock().blocked_until = Some(Instant::now() + asked);
-                return Err(e);
+            match self.next_try(what, retry, &e) {
+                Some(delay) => tokio::time::sleep(delay).await,
+                None => return Err(e),
             }
-            if exhausted {
-                return Err(e);
-            }
-            let delay = self.policy.delay(retry, asked);
-            debug!(
-                backend = self.backend.name(),
-                what,
-                retry,
-                delay = ?delay,
-                error = %e,
-                "retrying"
-            );
-            tokio::time::sleep(delay).await;
         }
+    }
+
+    /// After the `retry`th retryable failure in a row, `e`: how long to wait before the
+    /// next try, or `None` to stop (the policy's attempts are spent, or the forge asked
+    /// for a wait longer than `max_wait`: it is recorded, and nothing is sent until then).
+    fn next_try(&self, what: &'static str, retry: u32, e: &StatusError) -> Option<Duration> {
+        let asked = e.retry_after();
+        let exhausted = retry >= self.policy.attempts.max(1);
+        if let Some(asked) = asked
+            && (asked > self.policy.max_wait || exhausted)
+        {
+            self.lock().blocked_until = Some(Instant::now() + asked);
+            return None;
+        }
+        if exhausted {
+            return None;
+        }
+        let delay = self.policy.delay(retry, asked);
+        debug!(
+            backend = self.backend.name(),
+            what,
+            retry,
+            delay = ?delay,
+            error = %e,
+            "retrying"
+        );
+        Some(delay)
     }
 
     fn lock(&self) -> MutexGuard<'_, WriterState> {
@@ -459,11 +646,14 @@ fn comment_body(markdown: &str, limit: usize) -> String {
 pub struct Recorder {
     inner: Arc<Mutex<RecorderState>>,
     description_limit: usize,
+    batching: bool,
 }
 
 #[derive(Debug, Default)]
 struct RecorderState {
     statuses: Vec<CommitStatus>,
+    /// How many statuses each send carried.
+    sends: Vec<usize>,
     comments: BTreeMap<u64, Vec<(u64, String)>>,
     next_comment: u64,
     failing: bool,
@@ -481,12 +671,25 @@ impl Recorder {
         Recorder {
             inner: Arc::new(Mutex::new(RecorderState::default())),
             description_limit,
+            batching: false,
         }
+    }
+
+    /// The same recorder taking a round of statuses as one unit, like git notes does
+    /// (the writer then retries the round as one).
+    pub fn batching(mut self) -> Recorder {
+        self.batching = true;
+        self
     }
 
     /// Every status received, in order.
     pub fn statuses(&self) -> Vec<CommitStatus> {
         self.lock().statuses.clone()
+    }
+
+    /// How many statuses each send carried, in order (a failed send is not counted).
+    pub fn sends(&self) -> Vec<usize> {
+        self.lock().sends.clone()
     }
 
     /// The comments on pull request `pr`: (id, body), oldest first.
@@ -506,18 +709,34 @@ impl Recorder {
     fn post_status(&self, status: &CommitStatus) -> Result<(), StatusError> {
         let mut state = self.lock();
         if state.failing {
-            return Err(StatusError::Rejected {
-                forge: "recorder",
-                method: "POST",
-                url: "recorder://statuses".to_string(),
-                status: 503,
-                message: "outage".to_string(),
-                retryable: true,
-                retry_after: None,
-            });
+            return Err(Recorder::outage());
         }
         state.statuses.push(status.clone());
+        state.sends.push(1);
         Ok(())
+    }
+
+    fn post_batch(&self, statuses: &[CommitStatus]) -> Vec<Result<(), StatusError>> {
+        let mut state = self.lock();
+        if state.failing {
+            return statuses.iter().map(|_| Err(Recorder::outage())).collect();
+        }
+        state.statuses.extend_from_slice(statuses);
+        state.sends.push(statuses.len());
+        statuses.iter().map(|_| Ok(())).collect()
+    }
+
+    /// What a failing recorder answers: a forge outage (503).
+    fn outage() -> StatusError {
+        StatusError::Rejected {
+            forge: "recorder",
+            method: "POST",
+            url: "recorder://statuses".to_string(),
+            status: 503,
+            message: "outage".to_string(),
+            retryable: true,
+            retry_after: None,
+        }
     }
 
     fn find_comment(&self, pr: u64) -> Option<(u64, String)> {
@@ -657,6 +876,89 @@ mod tests {
             comments[0].1,
             format!("{PLAN_MARKER}\n## plan\n2 pools change")
         );
+    }
+
+    fn on(context: &str, state: StatusState, description: &str) -> CommitStatus {
+        CommitStatus::new(SHA, context, state, description)
+    }
+
+    #[tokio::test]
+    async fn a_round_is_one_send_of_what_changed() {
+        let recorder = Recorder::default().batching();
+        let writer = StatusWriter::new(Backend::Recorder(recorder.clone()), fast());
+        let gpu = on("kubelet-gitops/gpu", StatusState::Pending, "1/3 nodes");
+        let cpu = on("kubelet-gitops/cpu", StatusState::Success, "2/2 nodes");
+        let summary = on("kubelet-gitops", StatusState::Pending, "2 pools");
+        let round = [gpu.clone(), cpu.clone(), summary.clone()];
+        let first = writer.post_all(&round).await;
+        assert!(
+            first.iter().all(|d| matches!(d, Delivery::Posted)),
+            "{first:?}"
+        );
+        assert_eq!(recorder.sends(), [3]);
+        // Only what changed goes out, still as one send.
+        let gpu_done = on("kubelet-gitops/gpu", StatusState::Success, "3/3 nodes");
+        let second = writer
+            .post_all(&[gpu_done.clone(), cpu.clone(), summary.clone()])
+            .await;
+        assert!(
+            matches!(
+                second.as_slice(),
+                [Delivery::Posted, Delivery::Unchanged, Delivery::Unchanged]
+            ),
+            "{second:?}"
+        );
+        assert_eq!(recorder.sends(), [3, 1]);
+        // Nothing changed: nothing is sent at all.
+        let third = writer.post_all(&[gpu_done.clone(), cpu.clone()]).await;
+        assert!(third.iter().all(|d| matches!(d, Delivery::Unchanged)));
+        assert_eq!(recorder.sends(), [3, 1]);
+        // A later status for the same commit and context supersedes an earlier one.
+        let summary_done = on("kubelet-gitops", StatusState::Success, "2 pools done");
+        let fourth = writer
+            .post_all(&[summary.clone(), summary_done.clone()])
+            .await;
+        assert!(
+            matches!(fourth.as_slice(), [Delivery::Unchanged, Delivery::Posted]),
+            "{fourth:?}"
+        );
+        assert_eq!(
+            recorder.statuses(),
+            [gpu, cpu, summary, gpu_done, summary_done]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failed_round_waits_in_the_outbox_and_is_delivered_as_one() {
+        let recorder = Recorder::default().batching();
+        let writer = StatusWriter::new(Backend::Recorder(recorder.clone()), fast());
+        recorder.set_failing(true);
+        let gpu = on("kubelet-gitops/gpu", StatusState::Pending, "1/3 nodes");
+        let summary = on("kubelet-gitops", StatusState::Pending, "1 pool");
+        let queued = writer.post_all(&[gpu.clone(), summary.clone()]).await;
+        assert!(
+            queued
+                .iter()
+                .all(|d| matches!(d, Delivery::Queued { reason } if reason.contains("outage"))),
+            "{queued:?}"
+        );
+        // The next round replaces what it changes and leaves the rest waiting.
+        let gpu_done = on("kubelet-gitops/gpu", StatusState::Success, "3/3 nodes");
+        writer.post_all(std::slice::from_ref(&gpu_done)).await;
+        assert_eq!(writer.queued(), [summary.clone(), gpu_done.clone()]);
+        assert!(recorder.sends().is_empty());
+        recorder.set_failing(false);
+        assert_eq!(
+            writer.flush().await,
+            FlushReport {
+                delivered: 2,
+                still_queued: 0,
+                rejected: 0
+            }
+        );
+        assert_eq!(recorder.sends(), [2]);
+        assert_eq!(recorder.statuses(), [summary, gpu_done]);
+        assert!(writer.queued().is_empty());
     }
 
     #[test]
