@@ -1,22 +1,31 @@
 //! The file-level commands, run as a user runs them: the built binary on files on disk.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+#[path = "support/commands.rs"]
+mod commands;
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_kubelet-gitops"))
-}
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use commands::{bin, repo_root, text};
 
 fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/node")
+    repo_root().join("examples/node")
 }
 
 fn run(args: &[&str]) -> Output {
     bin().args(args).output().expect("run kubelet-gitops")
 }
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
+/// `kubelet-gitops render --effective --flags <flags>` of the example's `kubelet.yaml`.
+fn render_effective_with_flags(flags: &str) -> Output {
+    let config = examples().join("kubelet.yaml");
+    run(&[
+        "render",
+        "--effective",
+        "--flags",
+        flags,
+        config.to_str().unwrap(),
+    ])
 }
 
 fn write(dir: &Path, name: &str, body: &[u8]) -> String {
@@ -157,13 +166,7 @@ fn render_applies_dropins_then_flags_and_marks_them() {
     assert!(yaml.contains("maxPods: 7"), "{yaml}");
     assert!(!yaml.contains("healthzPort"), "{yaml}");
 
-    let out = run(&[
-        "render",
-        "--effective",
-        "--flags",
-        "--no-such-flag",
-        ex.join("kubelet.yaml").to_str().unwrap(),
-    ]);
+    let out = render_effective_with_flags("--no-such-flag");
     assert_eq!(out.status.code(), Some(2));
     assert!(
         text(&out.stderr).contains("unknown flag: --no-such-flag"),
@@ -174,14 +177,7 @@ fn render_applies_dropins_then_flags_and_marks_them() {
 
 #[test]
 fn render_reports_a_config_the_flags_make_invalid() {
-    let ex = examples();
-    let out = run(&[
-        "render",
-        "--effective",
-        "--flags",
-        "--max-pods=-1",
-        ex.join("kubelet.yaml").to_str().unwrap(),
-    ]);
+    let out = render_effective_with_flags("--max-pods=-1");
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
     assert!(

@@ -15,6 +15,11 @@
 //!
 //! kubectl (1.32 ships kustomize 5.5) is needed; without it each test prints why it skipped.
 
+#[path = "support/commands.rs"]
+mod commands;
+#[path = "support/options.rs"]
+mod options;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -35,19 +40,15 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use commands::{read, repo_root, stdout_of};
+use options::{agent_options, help_options};
+
 /// The kustomizations under test, relative to the repository root.
 const KUSTOMIZATIONS: [&str; 2] = ["deploy/base", "deploy/overlays/example"];
 
 /// The lowest Kubernetes version the manifests support (ValidatingAdmissionPolicy v1 and
 /// the node name in service-account tokens), and the one k8s-openapi is built for here.
 const KUBERNETES_VERSIONS: [&str; 2] = ["1.30.0", "1.36.0"];
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the reconciler crate sits in the workspace root")
-        .to_path_buf()
-}
 
 // ---------------------------------------------------------------------------------------
 // Rendering and strict parsing
@@ -831,8 +832,7 @@ fn the_agent_runs_on_every_node_with_only_the_host_access_it_explains() {
                 }
             }
             // Each mount is explained: a comment right above it in the source.
-            let source = std::fs::read_to_string(repo_root().join("deploy/base/agent.yaml"))
-                .expect("read deploy/base/agent.yaml");
+            let source = read("deploy/base/agent.yaml");
             let lines: Vec<&str> = source.lines().collect();
             let mut explained = 0;
             for (i, line) in lines.iter().enumerate() {
@@ -863,152 +863,14 @@ fn the_agent_runs_on_every_node_with_only_the_host_access_it_explains() {
 
 /// The options of `kubelet-gitops run`, from its `--help`: (flags, env vars).
 fn reconciler_run_options() -> (BTreeSet<String>, BTreeSet<String>) {
-    let out = Command::new(env!("CARGO_BIN_EXE_kubelet-gitops"))
-        .args(["run", "--help"])
-        .env("COLUMNS", "200")
-        .output()
-        .expect("run kubelet-gitops run --help");
-    assert!(out.status.success(), "kubelet-gitops run --help failed");
-    let help = String::from_utf8_lossy(&out.stdout).into_owned();
-    let mut flags = BTreeSet::new();
-    for line in help.lines() {
-        let indent = line.len() - line.trim_start().len();
-        // Option lines: "  -h, --help" or "      --repo-url <URL>"; descriptions are
-        // indented further.
-        if indent > 6 || !line.trim_start().starts_with('-') {
-            continue;
-        }
-        for word in line.split([' ', ',']) {
-            if let Some(name) = word.strip_prefix("--") {
-                let name: String = name
-                    .chars()
-                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
-                    .collect();
-                if !name.is_empty() {
-                    flags.insert(format!("--{name}"));
-                }
-            }
-        }
-    }
-    let mut envs = BTreeSet::new();
-    let mut rest = help.as_str();
-    while let Some(at) = rest.find("[env:") {
-        rest = rest[at + "[env:".len()..].trim_start();
-        let name: String = rest
-            .chars()
-            .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
-            .collect();
-        envs.insert(name);
-    }
+    let options = help_options(&stdout_of(&["run", "--help"]));
+    let flags: BTreeSet<String> = options.iter().map(|o| o.flag.clone()).collect();
+    let envs: BTreeSet<String> = options.iter().filter_map(|o| o.env.clone()).collect();
     assert!(
         flags.contains("--repo-url") && envs.contains("KUBELET_GITOPS_REPO_URL"),
         "run --help parsed: {flags:?} {envs:?}"
     );
     (flags, envs)
-}
-
-/// One option of the agent, from `node-agent/src/args.rs`.
-#[derive(Debug)]
-struct AgentOption {
-    flag: String,
-    env: Option<String>,
-    /// The accepted values of a `value_enum` option.
-    values: Option<BTreeSet<String>>,
-}
-
-/// The agent's options, read from its clap definition (`node-agent/src/args.rs`): the
-/// agent's binary is another package's, not built for this crate's tests, and `cargo run`
-/// from inside `cargo test` would wait on the build lock it holds.
-fn agent_options() -> Vec<AgentOption> {
-    let path = repo_root().join("node-agent/src/args.rs");
-    let src = std::fs::read_to_string(&path).expect("read node-agent/src/args.rs");
-    let body_start = src
-        .find("pub struct Args {")
-        .expect("node-agent/src/args.rs defines `pub struct Args`");
-    let body = &src[body_start..];
-    let body = &body[..body.find("\n}\n").expect("the end of struct Args")];
-    assert!(
-        !body.contains("flatten"),
-        "Args flattens another struct: teach agent_options() to follow it"
-    );
-    let mut options = Vec::new();
-    let mut attr = String::new();
-    let mut in_attr = false;
-    for line in body.lines().map(str::trim) {
-        if line.starts_with("#[arg(") {
-            in_attr = true;
-            attr.clear();
-        }
-        if in_attr {
-            attr.push_str(line);
-            attr.push(' ');
-            if line.ends_with(")]") {
-                in_attr = false;
-            }
-            continue;
-        }
-        let Some(field) = line.strip_prefix("pub ") else {
-            continue;
-        };
-        let Some((name, ty)) = field.split_once(':') else {
-            continue;
-        };
-        let ty = ty.trim().trim_end_matches(',');
-        let quoted = |key: &str| -> Option<String> {
-            let at = attr.find(&format!("{key} = \""))?;
-            let rest = &attr[at + key.len() + 4..];
-            Some(rest[..rest.find('"')?].to_string())
-        };
-        let has_long = attr.split([',', '(', ')', ' ']).any(|w| w.trim() == "long");
-        let flag = match quoted("long") {
-            Some(l) => format!("--{l}"),
-            None if has_long => format!("--{}", name.trim().replace('_', "-")),
-            None => continue,
-        };
-        let values = attr.contains("value_enum").then(|| enum_values(&src, ty));
-        options.push(AgentOption {
-            flag,
-            env: quoted("env"),
-            values,
-        });
-        attr.clear();
-    }
-    assert!(
-        options.len() > 10
-            && options
-                .iter()
-                .any(|o| o.env.as_deref() == Some("NODE_NAME") && o.flag == "--node-name"),
-        "node-agent/src/args.rs parsed: {options:?}"
-    );
-    options
-}
-
-/// The values clap accepts for `enum name` (its variants in kebab-case).
-fn enum_values(src: &str, name: &str) -> BTreeSet<String> {
-    let start = src
-        .find(&format!("pub enum {name} {{"))
-        .unwrap_or_else(|| panic!("node-agent/src/args.rs: no `pub enum {name}`"));
-    let body = &src[start..];
-    let body = &body[..body.find("\n}").expect("the end of the enum")];
-    let values: BTreeSet<String> = body
-        .lines()
-        .skip(1)
-        .map(str::trim)
-        .filter(|l| !l.starts_with("//") && !l.starts_with("#[") && l.ends_with(','))
-        .map(|l| {
-            let variant = l.trim_end_matches(',');
-            let mut kebab = String::new();
-            for (i, ch) in variant.chars().enumerate() {
-                if ch.is_ascii_uppercase() && i > 0 {
-                    kebab.push('-');
-                }
-                kebab.push(ch.to_ascii_lowercase());
-            }
-            kebab
-        })
-        .collect();
-    assert!(!values.is_empty(), "enum {name} has no variants");
-    values
 }
 
 /// Environment variables the agent's container sets that are not agent options, and why.
@@ -1023,7 +885,7 @@ fn every_flag_and_variable_the_manifests_pass_exists_in_the_binary() {
         "every_flag_and_variable_the_manifests_pass_exists_in_the_binary",
         |renders| {
             let (run_flags, run_envs) = reconciler_run_options();
-            let agent = agent_options();
+            let agent = agent_options(&read("node-agent/src/args.rs"));
             for r in renders {
                 // The reconciler: `kubelet-gitops run` and its options.
                 let pod = r
@@ -1478,7 +1340,7 @@ fn the_admission_policies_name_the_protocol_keys_and_the_workload_identities() {
 
 #[test]
 fn the_dockerfile_builds_the_binaries_the_manifests_start() {
-    let dockerfile = std::fs::read_to_string(repo_root().join("Dockerfile")).expect("Dockerfile");
+    let dockerfile = read("Dockerfile");
     let build = dockerfile
         .lines()
         .skip_while(|l| !l.contains("cargo build"))
@@ -1494,7 +1356,7 @@ fn the_dockerfile_builds_the_binaries_the_manifests_start() {
         ("reconciler/Cargo.toml", "kubelet-gitops"),
         ("node-agent/Cargo.toml", "kubelet-gitops-agent"),
     ] {
-        let toml = std::fs::read_to_string(repo_root().join(manifest)).expect("Cargo.toml");
+        let toml = read(manifest);
         assert!(
             toml.contains(&format!("name = \"{bin}\"")),
             "{manifest} has no bin {bin}"
@@ -1525,7 +1387,7 @@ fn the_dockerfile_builds_the_binaries_the_manifests_start() {
             "unpinned base image {image}"
         );
     }
-    let ignore = std::fs::read_to_string(repo_root().join(".dockerignore")).expect(".dockerignore");
+    let ignore = read(".dockerignore");
     assert!(
         ignore.lines().any(|l| l.trim() == "target/"),
         ".dockerignore keeps target/ out"
@@ -1775,95 +1637,99 @@ fn request(user: &str, node_claim: Option<&str>, name: &str, operation: &str) ->
     })
 }
 
+/// Sets the annotations `pairs` on a Node.
+fn set_annotations(pairs: &[(&str, &str)]) -> impl Fn(&mut Value) + use<> {
+    let pairs: Vec<(String, String)> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    move |n: &mut Value| {
+        for (k, v) in &pairs {
+            n["metadata"]["annotations"][k] = Value::from(v.as_str());
+        }
+    }
+}
+
+/// Removes the annotation `key` from a Node.
+fn remove_annotation(key: &'static str) -> impl Fn(&mut Value) {
+    move |n: &mut Value| {
+        n["metadata"]["annotations"]
+            .as_object_mut()
+            .expect("annotations")
+            .remove(key);
+    }
+}
+
+/// The agent's condition on a Node, with `status`.
+fn own_condition(status: &str) -> Value {
+    serde_json::json!({
+        "type": protocol::CONDITION_TYPE, "status": status, "reason": "Done",
+        "message": "kubelet runs kubelet-gitops/kubelet-gpu-7t2h5c8m9k",
+        "lastHeartbeatTime": "2026-01-01T00:05:00Z", "lastTransitionTime": "2026-01-01T00:05:00Z"
+    })
+}
+
+/// Adds the agent's condition (True) to a Node.
+fn add_own_condition(n: &mut Value) {
+    n["status"]["conditions"]
+        .as_array_mut()
+        .expect("conditions")
+        .push(own_condition("True"));
+}
+
 fn admission_cases() -> Vec<AdmissionCase> {
     const AGENT: &str = "system:serviceaccount:platform-kubelet:kubelet-gitops-agent";
     const RECONCILER: &str = "system:serviceaccount:platform-kubelet:kubelet-gitops-reconciler";
+    const CONFIG: &str = "kubelet-gitops/kubelet-gpu-7t2h5c8m9k";
     use Verdict::{Allowed, Denied, NotMatched};
     let n1 = node("node-1");
     let n2 = node("node-2");
-    let ann = |k: &str, v: &str| {
-        let (k, v) = (k.to_string(), v.to_string());
-        move |n: &mut Value| n["metadata"]["annotations"][k] = Value::from(v)
-    };
-    let own_condition = |status: &str| {
-        serde_json::json!({
-            "type": protocol::CONDITION_TYPE, "status": status, "reason": "Done",
-            "message": "kubelet runs kubelet-gitops/kubelet-gpu-7t2h5c8m9k",
-            "lastHeartbeatTime": "2026-01-01T00:05:00Z", "lastTransitionTime": "2026-01-01T00:05:00Z"
-        })
-    };
-    let with_condition = n1.clone();
-    let mut with_condition = edited(&with_condition, |n| {
-        n["status"]["conditions"]
-            .as_array_mut()
-            .expect("conditions")
-            .push(own_condition("True"));
-    });
+    let ann = |k: &str, v: &str| set_annotations(&[(k, v)]);
+    let mut with_condition = edited(&n1, add_own_condition);
     with_condition["metadata"]["resourceVersion"] = Value::from("1000");
 
-    let agent =
-        |name: &'static str, req: Value, old: &Value, new: Value, agent: Verdict| AdmissionCase {
-            name,
-            request: req,
-            object: new,
-            old_object: old.clone(),
-            agent,
-            reconciler: NotMatched,
-        };
-    let reconciler =
-        |name: &'static str, req: Value, old: &Value, new: Value, v: Verdict| AdmissionCase {
-            name,
-            request: req,
-            object: new,
-            old_object: old.clone(),
-            agent: NotMatched,
-            reconciler: v,
-        };
+    let case = |name: &'static str, request: Value, old: &Value, new: Value| AdmissionCase {
+        name,
+        request,
+        object: new,
+        old_object: old.clone(),
+        agent: NotMatched,
+        reconciler: NotMatched,
+    };
+    let agent = |name, req, old: &Value, new, agent| AdmissionCase {
+        agent,
+        ..case(name, req, old, new)
+    };
+    let reconciler = |name, req, old: &Value, new, reconciler| AdmissionCase {
+        reconciler,
+        ..case(name, req, old, new)
+    };
     let own = || request(AGENT, Some("node-1"), "node-1", "UPDATE");
     let rec = || request(RECONCILER, None, "node-1", "UPDATE");
+    // The agent on node-1 (the reconciler) changes node-1 by `edit`.
+    let by_agent = |name, edit: &dyn Fn(&mut Value), verdict| {
+        agent(name, own(), &n1, edited(&n1, edit), verdict)
+    };
+    let by_reconciler = |name, edit: &dyn Fn(&mut Value), verdict| {
+        reconciler(name, rec(), &n1, edited(&n1, edit), verdict)
+    };
     vec![
-        agent(
+        by_agent(
             "the agent reports on its own Node",
-            own(),
-            &n1,
-            edited(&n1, |n| {
-                ann(protocol::STATE, "Done")(n);
-                ann(
-                    protocol::CURRENT_CONFIG,
-                    "kubelet-gitops/kubelet-gpu-7t2h5c8m9k",
-                )(n);
-                ann(
-                    protocol::OBSERVED_CONFIG,
-                    "kubelet-gitops/kubelet-gpu-7t2h5c8m9k",
-                )(n);
-                ann(protocol::LAST_KNOWN_GOOD, "local")(n);
-            }),
+            &set_annotations(&[
+                (protocol::STATE, "Done"),
+                (protocol::CURRENT_CONFIG, CONFIG),
+                (protocol::OBSERVED_CONFIG, CONFIG),
+                (protocol::LAST_KNOWN_GOOD, "local"),
+            ]),
             Allowed,
         ),
-        agent(
+        by_agent(
             "the agent removes its own annotation",
-            own(),
-            &n1,
-            edited(&n1, |n| {
-                n["metadata"]["annotations"]
-                    .as_object_mut()
-                    .expect("annotations")
-                    .remove(protocol::MESSAGE);
-            }),
+            &remove_annotation(protocol::MESSAGE),
             Allowed,
         ),
-        agent(
-            "the agent adds its condition",
-            own(),
-            &n1,
-            edited(&n1, |n| {
-                n["status"]["conditions"]
-                    .as_array_mut()
-                    .expect("conditions")
-                    .push(own_condition("True"));
-            }),
-            Allowed,
-        ),
+        by_agent("the agent adds its condition", &add_own_condition, Allowed),
         agent(
             "the agent changes its condition",
             own(),
@@ -1887,66 +1753,39 @@ fn admission_cases() -> Vec<AdmissionCase> {
             edited(&n1, ann(protocol::STATE, "Done")),
             Denied(vec!["only the Node its pod runs on"]),
         ),
-        agent(
+        by_agent(
             "the agent sets the reconciler's key",
-            own(),
-            &n1,
-            edited(&n1, ann(protocol::DESIRED_CONFIG, "kubelet-gitops/other")),
+            &ann(protocol::DESIRED_CONFIG, "kubelet-gitops/other"),
             Denied(vec!["only the annotations"]),
         ),
-        agent(
+        by_agent(
             "the agent changes a foreign annotation",
-            own(),
-            &n1,
-            edited(&n1, ann("node.alpha.kubernetes.io/ttl", "30")),
+            &ann("node.alpha.kubernetes.io/ttl", "30"),
             Denied(vec!["only the annotations"]),
         ),
-        agent(
+        by_agent(
             "the agent removes a foreign annotation",
-            own(),
-            &n1,
-            edited(&n1, |n| {
-                n["metadata"]["annotations"]
-                    .as_object_mut()
-                    .expect("annotations")
-                    .remove("node.alpha.kubernetes.io/ttl");
-            }),
+            &remove_annotation("node.alpha.kubernetes.io/ttl"),
             Denied(vec!["only the annotations"]),
         ),
-        agent(
+        by_agent(
             "the agent labels its Node",
-            own(),
-            &n1,
-            edited(&n1, |n| {
-                n["metadata"]["labels"]["node-role.kubernetes.io/control-plane"] = Value::from("");
-            }),
+            &|n| n["metadata"]["labels"]["node-role.kubernetes.io/control-plane"] = Value::from(""),
             Denied(vec!["labels"]),
         ),
-        agent(
+        by_agent(
             "the agent taints its Node",
-            own(),
-            &n1,
-            edited(&n1, |n| {
-                n["spec"]["taints"] = serde_json::json!([{"key": "k", "effect": "NoSchedule"}]);
-            }),
+            &|n| n["spec"]["taints"] = serde_json::json!([{"key": "k", "effect": "NoSchedule"}]),
             Denied(vec!["spec"]),
         ),
-        agent(
+        by_agent(
             "the agent flips the Ready condition",
-            own(),
-            &n1,
-            edited(&n1, |n| {
-                n["status"]["conditions"][1]["status"] = Value::from("False")
-            }),
+            &|n| n["status"]["conditions"][1]["status"] = Value::from("False"),
             Denied(vec!["only the KubeletConfigReady condition"]),
         ),
-        agent(
+        by_agent(
             "the agent changes the capacity",
-            own(),
-            &n1,
-            edited(&n1, |n| {
-                n["status"]["capacity"]["pods"] = Value::from("250")
-            }),
+            &|n| n["status"]["capacity"]["pods"] = Value::from("250"),
             Denied(vec!["only the KubeletConfigReady condition"]),
         ),
         agent(
@@ -1956,78 +1795,54 @@ fn admission_cases() -> Vec<AdmissionCase> {
             Value::Null,
             Denied(vec!["never create or delete"]),
         ),
-        AdmissionCase {
-            name: "the kubelet is not the agent",
-            request: request("system:node:node-1", None, "node-1", "UPDATE"),
-            object: edited(&n1, ann(protocol::STATE, "Done")),
-            old_object: n1.clone(),
-            agent: NotMatched,
-            reconciler: NotMatched,
-        },
-        AdmissionCase {
-            name: "a look-alike account name",
-            request: request(
+        case(
+            "the kubelet is not the agent",
+            request("system:node:node-1", None, "node-1", "UPDATE"),
+            &n1,
+            edited(&n1, ann(protocol::STATE, "Done")),
+        ),
+        case(
+            "a look-alike account name",
+            request(
                 "system:serviceaccount:x:kubelet-gitops-agent-debug",
                 Some("node-1"),
                 "node-1",
                 "UPDATE",
             ),
-            object: edited(&n1, ann(protocol::DESIRED_CONFIG, "x/y")),
-            old_object: n1.clone(),
-            agent: NotMatched,
-            reconciler: NotMatched,
-        },
-        reconciler(
-            "the reconciler assigns a config",
-            rec(),
             &n1,
-            edited(&n1, |n| {
-                ann(
+            edited(&n1, ann(protocol::DESIRED_CONFIG, "x/y")),
+        ),
+        by_reconciler(
+            "the reconciler assigns a config",
+            &set_annotations(&[
+                (
                     protocol::DESIRED_CONFIG,
                     "kubelet-gitops/kubelet-gpu-9mbkccg2cc",
-                )(n);
-                ann(protocol::POOL, "gpu")(n);
-                ann(protocol::HEALTH_TIMEOUT, "2m")(n);
-                ann(protocol::LKG_GRACE, "10m")(n);
-            }),
+                ),
+                (protocol::POOL, "gpu"),
+                (protocol::HEALTH_TIMEOUT, "2m"),
+                (protocol::LKG_GRACE, "10m"),
+            ]),
             Allowed,
         ),
-        reconciler(
+        by_reconciler(
             "the reconciler returns a node to its local config",
-            rec(),
-            &n1,
-            edited(&n1, |n| {
-                n["metadata"]["annotations"]
-                    .as_object_mut()
-                    .expect("annotations")
-                    .remove(protocol::DESIRED_CONFIG);
-            }),
+            &remove_annotation(protocol::DESIRED_CONFIG),
             Allowed,
         ),
-        reconciler(
+        by_reconciler(
             "the reconciler writes the agent's state",
-            rec(),
-            &n1,
-            edited(&n1, ann(protocol::STATE, "Done")),
+            &ann(protocol::STATE, "Done"),
             Denied(vec!["only the annotations"]),
         ),
-        reconciler(
+        by_reconciler(
             "the reconciler labels a Node",
-            rec(),
-            &n1,
-            edited(&n1, |n| n["metadata"]["labels"]["x"] = Value::from("y")),
+            &|n| n["metadata"]["labels"]["x"] = Value::from("y"),
             Denied(vec!["labels"]),
         ),
-        reconciler(
+        by_reconciler(
             "the reconciler writes a condition",
-            rec(),
-            &n1,
-            edited(&n1, |n| {
-                n["status"]["conditions"]
-                    .as_array_mut()
-                    .expect("conditions")
-                    .push(own_condition("True"));
-            }),
+            &add_own_condition,
             Denied(vec!["spec or status"]),
         ),
         reconciler(
@@ -2083,9 +1898,14 @@ fn the_admission_policies_allow_exactly_the_protocol_writes() {
                 {
                     use std::io::Write;
                     let mut stdin = child.stdin.take().expect("stdin");
-                    stdin
-                        .write_all(input.to_string().as_bytes())
-                        .expect("write the cases");
+                    // Without cel-python the driver answers "skip" and exits before it
+                    // reads: a broken pipe here is that, and its answer says so.
+                    match stdin.write_all(input.to_string().as_bytes()) {
+                        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                            panic!("write the cases: {e}")
+                        }
+                        _ => {}
+                    }
                 }
                 let out = child.wait_with_output().expect("wait for python3");
                 assert!(

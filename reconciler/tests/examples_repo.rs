@@ -4,6 +4,9 @@
 //! parsed and their plan scripts run, with a stand-in for `docker run` that starts the
 //! binary under test instead of the release image.
 
+#[path = "support/commands.rs"]
+mod commands;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -12,6 +15,8 @@ use kubelet_gitops_core::quantity::Quantity;
 use reconciler::render::{RenderOptions, RenderedRepo, render_repo};
 use serde_json::Value;
 
+use commands::{bin, configmap_name, copy_tree, git, repo_root, success_stdout, text};
+
 /// The pools the example ships, with the number of inventory nodes each one gets.
 const POOLS: [(&str, usize); 3] = [("general", 6), ("gpu", 3), ("high-memory", 3)];
 
@@ -19,64 +24,7 @@ const POOLS: [(&str, usize); 3] = [("general", 6), ("gpu", 3), ("high-memory", 3
 const NANOS_PER_UNIT: i128 = 1_000_000_000;
 
 fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the reconciler crate sits in the workspace root")
-        .join("examples-repo")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// The binary under test, with no `KUBELET_GITOPS_*` variable leaking in.
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_kubelet-gitops"));
-    for (k, _) in std::env::vars() {
-        if k.starts_with("KUBELET_GITOPS_") {
-            c.env_remove(k);
-        }
-    }
-    c
-}
-
-/// git with a fixed identity and no user or system configuration.
-fn git_cmd(dir: &Path, home: &Path) -> Command {
-    let mut c = Command::new("git");
-    c.arg("-C")
-        .arg(dir)
-        .args([
-            "-c",
-            "user.name=Test",
-            "-c",
-            "user.email=test@example.com",
-            "-c",
-            "commit.gpgsign=false",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", home);
-    c
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        let kind = entry.file_type().unwrap();
-        assert!(
-            !kind.is_symlink(),
-            "{}: the example holds no symlinks",
-            entry.path().display()
-        );
-        if kind.is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
+    repo_root().join("examples-repo")
 }
 
 /// A scratch directory holding a bare `origin` whose `main` is an empty commit followed
@@ -91,13 +39,13 @@ impl Checkout {
         let c = Checkout { scratch };
         let seed = c.scratch.path().join("seed");
         std::fs::create_dir_all(&seed).unwrap();
-        c.git_in(&seed, &["init", "-q"]);
-        c.git_in(&seed, &["commit", "-q", "--allow-empty", "-m", "empty"]);
+        git(&seed, &["init", "-q"]);
+        git(&seed, &["commit", "-q", "--allow-empty", "-m", "empty"]);
         copy_tree(&examples(), &seed);
-        c.git_in(&seed, &["add", "-A"]);
-        c.git_in(&seed, &["commit", "-q", "-m", "kubelet-gitops example"]);
+        git(&seed, &["add", "-A"]);
+        git(&seed, &["commit", "-q", "-m", "kubelet-gitops example"]);
         let origin = c.scratch.path().join("origin.git");
-        c.git_in(
+        git(
             c.scratch.path(),
             &[
                 "clone",
@@ -107,7 +55,7 @@ impl Checkout {
                 origin.to_str().unwrap(),
             ],
         );
-        c.git_in(
+        git(
             c.scratch.path(),
             &[
                 "clone",
@@ -127,17 +75,8 @@ impl Checkout {
         self.work().to_str().unwrap().to_string()
     }
 
-    fn git_in(&self, dir: &Path, args: &[&str]) -> String {
-        let out = git_cmd(dir, self.scratch.path())
-            .args(args)
-            .output()
-            .expect("run git");
-        assert!(out.status.success(), "git {args:?}: {}", text(&out.stderr));
-        text(&out.stdout).trim().to_string()
-    }
-
     fn git(&self, args: &[&str]) -> String {
-        self.git_in(&self.work(), args)
+        git(&self.work(), args)
     }
 
     /// Replaces the first `from` with `to` in `rel` of the work tree.
@@ -179,13 +118,7 @@ impl Checkout {
         let repo = self.rendered(rev);
         let rendered = &repo.pool(pool).expect("the pool renders").rendered;
         std::fs::write(&file, rendered).unwrap();
-        let out = bin()
-            .args(["configmap-name", &format!("kubelet-{pool}")])
-            .arg(&file)
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-        text(&out.stdout).trim().to_string()
+        configmap_name(pool, &file)
     }
 }
 
@@ -203,8 +136,7 @@ fn pool_files() -> BTreeSet<String> {
 fn the_example_plans_cleanly_with_every_pool_and_the_flag_override() {
     let repo = Checkout::new();
     let out = repo.plan("HEAD~1");
-    let md = text(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{}\n{md}", text(&out.stderr));
+    let md = success_stdout(&out);
 
     let files = pool_files();
     assert_eq!(
@@ -493,23 +425,24 @@ fn the_github_workflow_plans_pull_requests_and_fails_on_invalid_heads() {
     let steps = wf["jobs"]["plan"]["steps"]
         .as_array()
         .expect("jobs.plan.steps");
-    let checkout = steps
-        .iter()
-        .find(|s| {
-            s["uses"]
-                .as_str()
-                .is_some_and(|u| u.starts_with("actions/checkout@"))
-        })
-        .expect("a checkout step");
+    // The first step whose `key` is a string for which `pred` holds.
+    let find = |key: &str, pred: &dyn Fn(&str) -> bool, what: &str| {
+        steps
+            .iter()
+            .find(|s| s[key].as_str().is_some_and(pred))
+            .unwrap_or_else(|| panic!("no {what}: {steps:?}"))
+    };
+    let checkout = find(
+        "uses",
+        &|u| u.starts_with("actions/checkout@"),
+        "checkout step",
+    );
     assert_eq!(checkout["with"]["fetch-depth"], Value::from(0));
-    let step = steps
-        .iter()
-        .find(|s| {
-            s["run"]
-                .as_str()
-                .is_some_and(|r| r.contains(" plan --repo "))
-        })
-        .expect("a step running kubelet-gitops plan");
+    let step = find(
+        "run",
+        &|r| r.contains(" plan --repo "),
+        "step running kubelet-gitops plan",
+    );
     assert_eq!(step["shell"], "bash");
     assert_eq!(step["env"]["BASE_REF"], "${{ github.base_ref }}");
     let script = string(&step["run"], "the plan step's run");
@@ -536,13 +469,7 @@ fn the_github_workflow_plans_pull_requests_and_fails_on_invalid_heads() {
     };
     let summary = repo.scratch.path().join("summary-ok.md");
     let out = run(&summary);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
+    success_stdout(&out);
     let md = std::fs::read_to_string(&summary).expect("the plan is in the job summary");
     let base = repo.git(&["rev-parse", "--short", "origin/main"]);
     for want in [
@@ -625,7 +552,7 @@ fn the_gitlab_job_plans_merge_requests_against_the_target_branch() {
     );
     repo.commit("high-memory: 80 pods");
     let other = repo.scratch.path().join("other");
-    repo.git_in(
+    git(
         repo.scratch.path(),
         &[
             "clone",
@@ -641,21 +568,15 @@ fn the_gitlab_job_plans_merge_requests_against_the_target_branch() {
             .replace("    maxPods: 150", "    maxPods: 120"),
     )
     .unwrap();
-    repo.git_in(&other, &["commit", "-q", "-a", "-m", "general: 120 pods"]);
-    repo.git_in(&other, &["push", "-q", "origin", "main"]);
+    git(&other, &["commit", "-q", "-a", "-m", "general: 120 pods"]);
+    git(&other, &["push", "-q", "origin", "main"]);
 
     let env = [
         ("CI_PROJECT_DIR", repo.work_str()),
         ("CI_MERGE_REQUEST_TARGET_BRANCH_NAME", "main".to_string()),
     ];
     let out = run_script(&repo, &["sh", "-e"], &script, image, &env);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
+    success_stdout(&out);
     let md = std::fs::read_to_string(repo.work().join("plan.md")).expect("plan.md is written");
     assert!(md.contains("maxPods: 110 -> 80"), "{md}");
     assert!(md.contains("| `high-memory` | changed |"), "{md}");

@@ -1,40 +1,18 @@
 //! The git source against real repositories made with the git CLI in temp dirs.
 
+#[path = "support/commands.rs"]
+mod commands;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use commands::git;
 use reconciler::git::{
     Backoff, GitAuth, GitConfig, GitError, GitRepo, PollEvent, PollResult, Poller, open_revision,
 };
 use reconciler::source::{Entry, EntryKind, FileSource, SourceError};
 use tokio::sync::Notify;
-
-/// Runs git in `dir` with a fixed identity and no user or system configuration.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(["-c", "user.name=Test", "-c", "user.email=test@example.com"])
-        .args([
-            "-c",
-            "init.defaultBranch=main",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?} in {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
 
 /// A work-tree repository with one commit of these files.
 fn repo_with(dir: &Path, files: &[(&str, &str)]) -> String {
@@ -249,10 +227,20 @@ impl Remote {
         }
     }
 
+    /// git in the work tree.
+    fn git(&self, args: &[&str]) -> String {
+        git(&self.work, args)
+    }
+
+    /// The work tree's HEAD commit.
+    fn head(&self) -> String {
+        self.git(&["rev-parse", "HEAD"])
+    }
+
     /// Commits and pushes; returns the new commit id.
     fn push(&self, files: &[(&str, &str)], message: &str) -> String {
         let id = commit_files(&self.work, files, message);
-        git(&self.work, &["push", "-q", "origin", "main"]);
+        self.git(&["push", "-q", "origin", "main"]);
         id
     }
 
@@ -277,7 +265,7 @@ fn fetch_over_file_url_then_incrementally() {
         ("pools/gpu.yaml", "maxPods: 1\n"),
         ("base/kubelet.yaml", "b\n"),
     ]);
-    let first = git(&remote.work, &["rev-parse", "HEAD"]);
+    let first = remote.head();
     let mut repo = GitRepo::open(remote.config("cache")).expect("open cache");
     assert_eq!(repo.head(), None);
 
@@ -327,9 +315,9 @@ fn a_force_push_is_followed_and_flagged() {
     assert_eq!(repo.fetch().expect("fetch").head, second);
 
     // Rewrite history: drop "second", commit something else on top of the first.
-    git(&remote.work, &["reset", "-q", "--hard", "HEAD~1"]);
+    remote.git(&["reset", "-q", "--hard", "HEAD~1"]);
     let rewritten = commit_files(&remote.work, &[("a.yaml", "3\n")], "rewritten");
-    git(&remote.work, &["push", "-q", "--force", "origin", "main"]);
+    remote.git(&["push", "-q", "--force", "origin", "main"]);
 
     let got = repo.fetch().expect("fetch after force-push");
     assert_eq!(got.head, rewritten);
@@ -353,7 +341,7 @@ fn a_force_push_is_followed_and_flagged() {
 #[test]
 fn the_cache_is_reused_across_restarts_and_forgets_another_url() {
     let remote = Remote::new(&[("a.yaml", "1\n")]);
-    let head = git(&remote.work, &["rev-parse", "HEAD"]);
+    let head = remote.head();
     {
         let mut repo = GitRepo::open(remote.config("cache")).expect("open");
         repo.fetch().expect("fetch");
@@ -383,14 +371,14 @@ fn a_plain_local_path_works_as_a_url() {
     cfg.url = path_str(&remote.bare).to_string();
     let mut repo = GitRepo::open(cfg).expect("open");
     let got = repo.fetch().expect("fetch");
-    assert_eq!(got.head, git(&remote.work, &["rev-parse", "HEAD"]));
+    assert_eq!(got.head, remote.head());
 }
 
 #[test]
 fn symlinks_and_submodules_show_up_in_a_fetched_commit() {
     let remote = Remote::new(&[("pools/a.yaml", "a\n")]);
     std::os::unix::fs::symlink("a.yaml", remote.work.join("pools/b.yaml")).expect("symlink");
-    git(&remote.work, &["add", "pools/b.yaml"]);
+    remote.git(&["add", "pools/b.yaml"]);
     git(
         &remote.work,
         &[
@@ -400,8 +388,8 @@ fn symlinks_and_submodules_show_up_in_a_fetched_commit() {
             "160000,0123456789abcdef0123456789abcdef01234567,pools/sub",
         ],
     );
-    git(&remote.work, &["commit", "-q", "-m", "link and gitlink"]);
-    git(&remote.work, &["push", "-q", "origin", "main"]);
+    remote.git(&["commit", "-q", "-m", "link and gitlink"]);
+    remote.git(&["push", "-q", "origin", "main"]);
 
     let mut repo = GitRepo::open(remote.config("cache")).expect("open");
     let head = repo.fetch().expect("fetch").head;
@@ -419,7 +407,7 @@ fn symlinks_and_submodules_show_up_in_a_fetched_commit() {
 #[test]
 fn a_missing_branch_names_the_branch_and_what_exists() {
     let remote = Remote::new(&[("a.yaml", "1\n")]);
-    git(&remote.work, &["push", "-q", "origin", "main:staging"]);
+    remote.git(&["push", "-q", "origin", "main:staging"]);
     let mut cfg = remote.config("cache");
     cfg.branch = "release".to_string();
     let err = GitRepo::open(cfg)
@@ -448,12 +436,12 @@ fn a_missing_branch_names_the_branch_and_what_exists() {
 #[test]
 fn a_deleted_branch_is_reported_missing_not_served_from_the_cache() {
     let remote = Remote::new(&[("a.yaml", "1\n")]);
-    git(&remote.work, &["push", "-q", "origin", "main:release"]);
+    remote.git(&["push", "-q", "origin", "main:release"]);
     let mut cfg = remote.config("cache");
     cfg.branch = "release".to_string();
     let mut repo = GitRepo::open(cfg).expect("open");
     repo.fetch().expect("fetch release");
-    git(&remote.work, &["push", "-q", "origin", ":release"]);
+    remote.git(&["push", "-q", "origin", ":release"]);
     let err = repo.fetch().expect_err("branch deleted");
     assert!(matches!(err, GitError::NoSuchBranch { .. }), "{err:?}");
 }
@@ -461,8 +449,8 @@ fn a_deleted_branch_is_reported_missing_not_served_from_the_cache() {
 #[test]
 fn extra_refspecs_fetch_pull_request_heads() {
     let remote = Remote::new(&[("a.yaml", "1\n")]);
-    let main = git(&remote.work, &["rev-parse", "HEAD"]);
-    git(&remote.work, &["checkout", "-q", "-b", "feature"]);
+    let main = remote.head();
+    remote.git(&["checkout", "-q", "-b", "feature"]);
     let pr = commit_files(&remote.work, &[("a.yaml", "pr\n")], "pr change");
     git(
         &remote.work,
@@ -506,7 +494,7 @@ fn the_backoff_doubles_up_to_its_cap() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_remote_keeps_the_last_commit_and_backs_off() {
     let remote = Remote::new(&[("a.yaml", "1\n")]);
-    let head = git(&remote.work, &["rev-parse", "HEAD"]);
+    let head = remote.head();
     let records = Arc::new(Mutex::new(Vec::new()));
     let sink = records.clone();
     let mut poller = Poller::new(
@@ -570,22 +558,38 @@ async fn an_unreachable_remote_keeps_the_last_commit_and_backs_off() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_closed_port_is_unreachable_and_retryable() {
+/// Polls `url(port)` once, `port` being one nothing listens on, with the auth `auth`
+/// makes from a temp dir: the temp dir (the poller's cache is in it), the poller and the
+/// event the poll gave.
+async fn poll_a_closed_port(
+    url: impl FnOnce(u16) -> String,
+    auth: impl FnOnce(&Path) -> GitAuth,
+) -> (tempfile::TempDir, Poller, PollEvent) {
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         l.local_addr().expect("addr").port()
     };
     let tmp = tempfile::tempdir().expect("tempdir");
     let cfg = GitConfig {
-        url: format!("http://127.0.0.1:{port}/r.git"),
+        url: url(port),
         branch: "main".into(),
-        auth: GitAuth::None,
+        auth: auth(tmp.path()),
         cache_dir: tmp.path().join("cache"),
         extra_refspecs: vec![],
     };
     let mut poller = Poller::new(cfg, Duration::from_secs(30), Arc::new(Notify::new()));
-    match poller.poll_now().await {
+    let event = poller.poll_now().await;
+    (tmp, poller, event)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_port_is_unreachable_and_retryable() {
+    let (_tmp, poller, event) = poll_a_closed_port(
+        |port| format!("http://127.0.0.1:{port}/r.git"),
+        |_| GitAuth::None,
+    )
+    .await;
+    match event {
         PollEvent::Unreachable {
             error,
             attempt,
@@ -793,7 +797,7 @@ async fn https_style_token_auth_against_git_http_backend() {
     use std::sync::atomic::Ordering;
 
     let remote = Remote::new(&[("pools/gpu.yaml", "maxPods: 1\n")]);
-    let first = git(&remote.work, &["rev-parse", "HEAD"]);
+    let first = remote.head();
     let server = http_backend::start(remote.root.clone(), "bot", "token-one").await;
     let token_file = remote.root.join("token");
     std::fs::write(&token_file, "token-one\n").expect("write token");
@@ -880,24 +884,16 @@ fn libgit2_is_built_with_https_and_ssh() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ssh_remote_on_a_closed_port_is_unreachable_not_a_bad_url() {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        l.local_addr().expect("addr").port()
-    };
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let cfg = GitConfig {
-        url: format!("ssh://git@127.0.0.1:{port}/r.git"),
-        branch: "main".into(),
-        auth: GitAuth::Ssh {
+    let (_tmp, _poller, event) = poll_a_closed_port(
+        |port| format!("ssh://git@127.0.0.1:{port}/r.git"),
+        |dir| GitAuth::Ssh {
             username: "git".into(),
-            key_file: tmp.path().join("id_ed25519"),
-            known_hosts_file: tmp.path().join("known_hosts"),
+            key_file: dir.join("id_ed25519"),
+            known_hosts_file: dir.join("known_hosts"),
         },
-        cache_dir: tmp.path().join("cache"),
-        extra_refspecs: vec![],
-    };
-    let mut poller = Poller::new(cfg, Duration::from_secs(30), Arc::new(Notify::new()));
-    match poller.poll_now().await {
+    )
+    .await;
+    match event {
         PollEvent::Unreachable { error, .. } => {
             assert!(matches!(error, GitError::Unreachable { .. }), "{error:?}");
             assert!(error.is_retryable());

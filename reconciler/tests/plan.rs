@@ -2,51 +2,17 @@
 //! directories (built with the git CLI), the built binary, a node inventory file, and the
 //! simulated API server for `--kubeconfig`.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+#[path = "support/commands.rs"]
+mod commands;
 
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use commands::{bin, configmap_name, copy_tree, git, success_stdout, text};
 use reconciler::render::{RenderOptions, render_repo};
 
 fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/repo")
-}
-
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_kubelet-gitops"));
-    // The test decides every option: nothing leaks in from the environment.
-    for (k, _) in std::env::vars() {
-        if k.starts_with("KUBELET_GITOPS_") {
-            c.env_remove(k);
-        }
-    }
-    c
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args([
-            "-c",
-            "user.name=Test",
-            "-c",
-            "user.email=test@example.com",
-            "-c",
-            "commit.gpgsign=false",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", dir)
-        .output()
-        .expect("run git");
-    assert!(out.status.success(), "git {args:?}: {}", text(&out.stderr));
-    text(&out.stdout).trim().to_string()
 }
 
 /// A git repository holding the fixture under `root` (with `inventory.yaml` kept
@@ -117,26 +83,7 @@ impl Repo {
         let scratch = tempfile::tempdir().unwrap();
         let file = scratch.path().join("kubelet.yaml");
         std::fs::write(&file, self.rendered(rev, pool)).unwrap();
-        let out = bin()
-            .args(["configmap-name", &format!("kubelet-{pool}")])
-            .arg(&file)
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-        text(&out.stdout).trim().to_string()
-    }
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
+        configmap_name(pool, &file)
     }
 }
 
@@ -182,8 +129,7 @@ fn a_plan_lists_diffs_names_nodes_overrides_and_disruptions() {
     change_gpu_and_add_batch(&repo);
     let inv = inventory();
     let out = plan(&repo, &["--nodes", inv.to_str().unwrap()]);
-    let md = text(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{}\n{md}", text(&out.stderr));
+    let md = success_stdout(&out);
 
     let gpu_old = repo.configmap_name("HEAD~1", "gpu");
     let gpu_new = repo.configmap_name("HEAD", "gpu");
@@ -331,8 +277,7 @@ fn root_globs_and_environment_variables() {
         .env("KUBELET_GITOPS_NODES", &inv)
         .output()
         .unwrap();
-    let md = text(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{}\n{md}", text(&out.stderr));
+    let md = success_stdout(&out);
     assert!(md.contains("maxPods: 64 -> 32"), "{md}");
     assert!(md.contains("File: `clusters/prod/pools/gpu.yaml`"), "{md}");
     assert!(md.starts_with("## kubelet-gitops plan\n"), "{md}");
@@ -346,8 +291,7 @@ fn root_globs_and_environment_variables() {
         &repo,
         &["--root", "clusters/prod", "--include", "pools/gpu.yaml"],
     );
-    let md = text(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let md = success_stdout(&out);
     assert!(
         md.contains("| `gpu` | changed |") && !md.contains("general"),
         "{md}"
@@ -426,8 +370,7 @@ fn a_first_commit_plans_against_nothing() {
         ])
         .output()
         .unwrap();
-    let md = text(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let md = success_stdout(&out);
     assert!(md.contains("There is no base revision"), "{md}");
     assert!(md.contains("**2 pools change, 4 nodes"), "{md}");
     assert!(
@@ -438,9 +381,7 @@ fn a_first_commit_plans_against_nothing() {
 
 #[test]
 fn help_explains_every_option_and_its_environment_variable() {
-    let out = bin().args(["plan", "--help"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0));
-    let help = text(&out.stdout);
+    let help = success_stdout(&bin().args(["plan", "--help"]).output().unwrap());
     for (flag, env) in [
         ("--repo", "KUBELET_GITOPS_REPO"),
         ("--base", "KUBELET_GITOPS_BASE"),
@@ -476,8 +417,7 @@ fn nodes_from_a_cluster_through_kubeconfig() {
     // The binary talks to the sim, served by the runtime's worker threads meanwhile.
     let out = plan(&repo, &["--kubeconfig", kubeconfig.to_str().unwrap()]);
     runtime.block_on(sim.shutdown());
-    let md = text(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{}\n{md}", text(&out.stderr));
+    let md = success_stdout(&out);
     assert!(md.contains("**1 pool changes, 2 nodes**"), "{md}");
     assert!(md.contains(": gpu-1, gpu-2"), "{md}");
     assert!(

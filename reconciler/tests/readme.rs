@@ -2,9 +2,9 @@
 //!
 //! - `docs/configuration.md` documents every option of every `kubelet-gitops` command
 //!   (read from the built binary's `--help`) and of `kubelet-gitops-agent` (read from its
-//!   clap definition in `node-agent/src/args.rs`, as `deploy_manifests.rs` does): each in
-//!   a table row of the command's section, with its environment variable and default; and
-//!   it documents no option a binary lacks.
+//!   clap definition in `node-agent/src/args.rs`; both parsers are in `support/options.rs`,
+//!   shared with `deploy_manifests.rs`): each in a table row of the command's section,
+//!   with its environment variable and default; and it documents no option a binary lacks.
 //! - `README.md` holds the two set-up commands in its "Two commands" block and links every
 //!   page of `docs/`.
 //! - Every relative link in `README.md` and `docs/*.md` resolves to a file or directory of
@@ -12,51 +12,23 @@
 //!
 //! Nothing here needs a network or a cluster.
 
+#[path = "support/commands.rs"]
+mod commands;
+#[path = "support/options.rs"]
+mod options;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the reconciler crate sits in the workspace root")
-        .to_path_buf()
-}
-
-fn read(rel: &str) -> String {
-    let path = repo_root().join(rel);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
-}
+use commands::{read, repo_root, stdout_of};
+use options::{Opt, agent_options, declares, help_options};
 
 // ---------------------------------------------------------------------------------------
 // Options declared by the binaries
 
-/// One option: its long flag, environment variable and default (empty: none).
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Opt {
-    flag: String,
-    env: Option<String>,
-    default: Option<String>,
-}
-
-/// `kubelet-gitops <args>` with a wide terminal; its stdout, which must be a success.
-fn kubelet_gitops(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_kubelet-gitops"))
-        .args(args)
-        .env("COLUMNS", "200")
-        .output()
-        .unwrap_or_else(|e| panic!("run kubelet-gitops {args:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "kubelet-gitops {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// The subcommands `kubelet-gitops --help` lists under "Commands:" (without `help`).
 fn subcommands() -> Vec<String> {
-    let help = kubelet_gitops(&["--help"]);
+    let help = stdout_of(&["--help"]);
     let mut commands = Vec::new();
     let mut in_commands = false;
     for line in help.lines() {
@@ -84,130 +56,6 @@ fn subcommands() -> Vec<String> {
         "kubelet-gitops --help parsed: {commands:?}"
     );
     commands
-}
-
-/// The options of `kubelet-gitops <command>`, from its `--help` (without `--help` and
-/// `--version`). Works for clap's one-line layout ("  --flags <ARGS>   text [env: X=]")
-/// and its long layout (the description, `[env: X=]` and `[default: Y]` on later lines).
-fn help_options(help: &str) -> Vec<Opt> {
-    // Each option's text: its line and the more-indented lines after it.
-    let mut blocks: Vec<(String, String)> = Vec::new();
-    for line in help.lines() {
-        let indent = line.len() - line.trim_start().len();
-        let trimmed = line.trim();
-        if indent <= 6 && trimmed.starts_with('-') {
-            // The flag spec ends at the first double space: "-h, --help", "--root <DIR>".
-            let spec = trimmed.split("  ").next().unwrap_or_default().to_string();
-            blocks.push((spec, trimmed.to_string()));
-        } else if indent <= 6 && !trimmed.is_empty() {
-            // A heading ("Git source:", "Usage: ...") ends the option before it.
-            blocks.push((String::new(), String::new()));
-        } else if let Some((spec, text)) = blocks.last_mut()
-            && !spec.is_empty()
-        {
-            text.push(' ');
-            text.push_str(trimmed);
-        }
-    }
-    let bracketed = |text: &str, key: &str| -> Option<String> {
-        let at = text.find(key)?;
-        let rest = text[at + key.len()..].trim_start();
-        let end = rest.find(']')?;
-        Some(rest[..end].trim().to_string())
-    };
-    let mut options = Vec::new();
-    for (spec, text) in blocks {
-        let Some(flag) = spec
-            .split([' ', ','])
-            .find_map(|w| w.strip_prefix("--"))
-            .map(|name| {
-                name.chars()
-                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
-                    .collect::<String>()
-            })
-        else {
-            continue;
-        };
-        if flag == "help" || flag == "version" {
-            continue;
-        }
-        let env = bracketed(&text, "[env:").map(|e| e.trim_end_matches('=').to_string());
-        let default = bracketed(&text, "[default:")
-            .map(|d| d.trim_matches('"').to_string())
-            .filter(|d| !d.is_empty());
-        options.push(Opt {
-            flag: format!("--{flag}"),
-            env,
-            default,
-        });
-    }
-    options
-}
-
-/// The agent's options, read from its clap definition (`node-agent/src/args.rs`): the
-/// agent's binary is another package's, not built for this crate's tests, and `cargo run`
-/// from inside `cargo test` would wait on the build lock it holds.
-fn agent_options() -> Vec<Opt> {
-    let src = read("node-agent/src/args.rs");
-    let body_start = src
-        .find("pub struct Args {")
-        .expect("node-agent/src/args.rs defines `pub struct Args`");
-    let body = &src[body_start..];
-    let body = &body[..body.find("\n}\n").expect("the end of struct Args")];
-    assert!(
-        !body.contains("flatten"),
-        "Args flattens another struct: teach agent_options() to follow it"
-    );
-    let mut options = Vec::new();
-    let mut attr = String::new();
-    let mut in_attr = false;
-    for line in body.lines().map(str::trim) {
-        if line.starts_with("#[arg(") {
-            in_attr = true;
-            attr.clear();
-        }
-        if in_attr {
-            attr.push_str(line);
-            attr.push(' ');
-            if line.ends_with(")]") {
-                in_attr = false;
-            }
-            continue;
-        }
-        let Some(field) = line.strip_prefix("pub ") else {
-            continue;
-        };
-        let Some((name, _ty)) = field.split_once(':') else {
-            continue;
-        };
-        let quoted = |key: &str| -> Option<String> {
-            let at = attr.find(&format!("{key} = \""))?;
-            let rest = &attr[at + key.len() + 4..];
-            Some(rest[..rest.find('"')?].to_string())
-        };
-        let has_long = attr.split([',', '(', ')', ' ']).any(|w| w.trim() == "long");
-        let flag = match quoted("long") {
-            Some(l) => format!("--{l}"),
-            None if has_long => format!("--{}", name.trim().replace('_', "-")),
-            None => continue,
-        };
-        options.push(Opt {
-            flag,
-            env: quoted("env"),
-            default: quoted("default_value").filter(|d| !d.is_empty()),
-        });
-        attr.clear();
-    }
-    assert!(
-        options.len() > 20
-            && options.iter().any(|o| o.flag == "--node-name"
-                && o.env.as_deref() == Some("NODE_NAME")
-                && o.default.is_none())
-            && options.iter().any(|o| o.flag == "--checkpoint-dir"
-                && o.default.as_deref() == Some("/var/lib/kubelet-gitops")),
-        "node-agent/src/args.rs parsed: {options:?}"
-    );
-    options
 }
 
 // ---------------------------------------------------------------------------------------
@@ -346,7 +194,7 @@ fn configuration_md_documents_every_option_of_kubelet_gitops() {
             ));
             continue;
         };
-        let options = help_options(&kubelet_gitops(&[&command, "--help"]));
+        let options = help_options(&stdout_of(&[&command, "--help"]));
         let merged = by_section.entry(heading).or_default();
         for opt in options {
             if !merged.contains(&opt) {
@@ -359,12 +207,13 @@ fn configuration_md_documents_every_option_of_kubelet_gitops() {
         .expect("run --help parsed");
     assert!(
         run.len() > 25
-            && run.iter().any(|o| o.flag == "--repo-url"
-                && o.env.as_deref() == Some("KUBELET_GITOPS_REPO_URL")
-                && o.default.is_none())
-            && run.iter().any(|o| o.flag == "--interval"
-                && o.env.as_deref() == Some("KUBELET_GITOPS_INTERVAL")
-                && o.default.as_deref() == Some("30s")),
+            && declares(run, "--repo-url", Some("KUBELET_GITOPS_REPO_URL"), None)
+            && declares(
+                run,
+                "--interval",
+                Some("KUBELET_GITOPS_INTERVAL"),
+                Some("30s")
+            ),
         "run --help parsed: {run:?}"
     );
     for (heading, options) in &by_section {
@@ -380,7 +229,7 @@ fn configuration_md_documents_every_option_of_the_agent() {
         &doc,
         "## `kubelet-gitops-agent` (the node agent)",
         "kubelet-gitops-agent",
-        &agent_options(),
+        &agent_options(&read("node-agent/src/args.rs")),
     );
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
@@ -399,21 +248,9 @@ fn an_undocumented_option_or_a_stale_row_is_reported() {
 | `--missing` | `TOOL_MISSING` | | a row outside the section |
 ";
     let options = [
-        Opt {
-            flag: "--kept".into(),
-            env: Some("TOOL_KEPT".into()),
-            default: Some("/var/lib/x".into()),
-        },
-        Opt {
-            flag: "--wrong".into(),
-            env: Some("TOOL_WRONG".into()),
-            default: Some("2s".into()),
-        },
-        Opt {
-            flag: "--missing".into(),
-            env: Some("TOOL_MISSING".into()),
-            default: None,
-        },
+        Opt::new("--kept", Some("TOOL_KEPT"), Some("/var/lib/x")),
+        Opt::new("--wrong", Some("TOOL_WRONG"), Some("2s")),
+        Opt::new("--missing", Some("TOOL_MISSING"), None),
     ];
     let problems = check_section(doc, "## `tool`", "tool", &options);
     let joined = problems.join("\n");
@@ -478,11 +315,7 @@ Options:
                            KUBELET_GITOPS_FLAGS=]
   -V, --version            Print version
 ";
-    let opt = |flag: &str, env: Option<&str>, default: Option<&str>| Opt {
-        flag: flag.into(),
-        env: env.map(Into::into),
-        default: default.map(Into::into),
-    };
+    let opt = Opt::new;
     assert_eq!(
         help_options(long),
         vec![
@@ -534,7 +367,7 @@ fn readme_has_the_two_set_up_commands() {
         "the `sh` block of README.md's `## Two commands` must hold exactly the two set-up commands"
     );
     // The main job's subcommand exists.
-    let help = kubelet_gitops(&["demo", "--help"]);
+    let help = stdout_of(&["demo", "--help"]);
     assert!(help.contains("--workdir"), "{help}");
 }
 
@@ -586,19 +419,23 @@ fn without_code_spans(line: &str) -> String {
     out
 }
 
+/// The lines of `doc` outside fenced code blocks (` ``` ` or `~~~`), fences left out.
+fn unfenced_lines(doc: &str) -> impl Iterator<Item = &str> {
+    let mut fenced = false;
+    doc.lines().filter(move |line| {
+        let fence = line.trim_start().starts_with("```") || line.trim_start().starts_with("~~~");
+        if fence {
+            fenced = !fenced;
+        }
+        !fence && !fenced
+    })
+}
+
 /// The targets of the Markdown links and images in `doc` (`[text](target)`,
 /// `[label]: target`), outside fenced code blocks and code spans.
 fn links(doc: &str) -> Vec<String> {
     let mut out = Vec::new();
-    let mut fenced = false;
-    for raw in doc.lines() {
-        if raw.trim_start().starts_with("```") || raw.trim_start().starts_with("~~~") {
-            fenced = !fenced;
-            continue;
-        }
-        if fenced {
-            continue;
-        }
+    for raw in unfenced_lines(doc) {
         let line = without_code_spans(raw);
         // Reference definitions: "[label]: target".
         let trimmed = line.trim_start();
@@ -657,14 +494,9 @@ fn slug(heading: &str) -> String {
 fn anchors(doc: &str) -> BTreeSet<String> {
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
     let mut out = BTreeSet::new();
-    let mut fenced = false;
-    for line in doc.lines() {
-        if line.trim_start().starts_with("```") || line.trim_start().starts_with("~~~") {
-            fenced = !fenced;
-            continue;
-        }
+    for line in unfenced_lines(doc) {
         let hashes = line.chars().take_while(|c| *c == '#').count();
-        if fenced || hashes == 0 || hashes > 6 || !line[hashes..].starts_with(' ') {
+        if hashes == 0 || hashes > 6 || !line[hashes..].starts_with(' ') {
             continue;
         }
         let text = line[hashes..].trim().trim_end_matches('#').trim();

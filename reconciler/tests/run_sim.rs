@@ -14,9 +14,8 @@ use kubelet_gitops_sim::resources::kinds;
 use reconciler::controller::{Role, SyncState};
 use reconciler::leader::LeaseConfig;
 use reconciler::rollout::PoolPhase;
+use support::commands::bin;
 use support::*;
-
-const LONG: Duration = Duration::from_secs(90);
 
 /// The pool a node belongs to, from the sim's inventory labels.
 fn pool_lookup(h: &Harness) -> impl Fn(&str) -> Option<String> + use<> {
@@ -53,21 +52,20 @@ fn assert_canary_gated(pool: &str, order: &[(String, bool)], canary: usize) {
     }
 }
 
-fn all_complete(s: &SyncState, pools: usize) -> bool {
-    s.pools.len() == pools && s.pools.iter().all(|p| p.phase == PoolPhase::Complete)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_pools_converge_canary_first_within_max_unavailable() {
-    init_tracing();
-    let mut h = Harness::start(Inventory::generate(30, &["a", "b", "c"])).await;
-    h.start_agent(AgentOptions::default()).await;
+    let h = Harness::with_agent(
+        Inventory::generate(30, &["a", "b", "c"]),
+        AgentOptions::default(),
+    )
+    .await;
     h.repo
-        .write("kubelet-gitops.yaml", &settings_yaml())
         .write("base/kubelet.yaml", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncgroupDriver: systemd\n")
-        .write("pools/a.yaml", &pool_yaml("a", "a", "maxUnavailable: 2, canary: 1", "    maxPods: 60\n"))
-        .write("pools/b.yaml", &pool_yaml("b", "b", "maxUnavailable: 3, canary: 2", "    maxPods: 70\n"))
-        .write("pools/c.yaml", &pool_yaml("c", "c", "maxUnavailable: 30%, canary: 1", "    maxPods: 80\n"));
+        .settings_and_pools(&[
+            ("a", "maxUnavailable: 2, canary: 1", "    maxPods: 60\n"),
+            ("b", "maxUnavailable: 3, canary: 2", "    maxPods: 70\n"),
+            ("c", "maxUnavailable: 30%, canary: 1", "    maxPods: 80\n"),
+        ]);
     let commit = h.repo.commit("three pools");
 
     let r = h.reconciler(h.run_config("r1")).await;
@@ -167,34 +165,20 @@ async fn three_pools_converge_canary_first_within_max_unavailable() {
     assert!(body.contains(&commit), "{body}");
     assert_eq!(http_get(admin, "/healthz").await.0, 200);
 
-    r.stop().await.unwrap();
-    h.shutdown().await;
+    h.finish(r).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolled_back_node_halts_its_pool_until_the_next_commit() {
-    init_tracing();
-    let mut h = Harness::start(Inventory::generate(16, &["good", "bad"])).await;
-    h.start_agent(AgentOptions {
-        fail_marker: Some("maxPods: 13".into()),
-        ..AgentOptions::default()
-    })
+    let h = Harness::with_agent(
+        Inventory::generate(16, &["good", "bad"]),
+        AgentOptions::rolling_back("maxPods: 13"),
+    )
     .await;
-    h.repo
-        .write("kubelet-gitops.yaml", &settings_yaml())
-        .write(
-            "pools/good.yaml",
-            &pool_yaml("good", "good", "maxUnavailable: 2", "    maxPods: 60\n"),
-        )
-        .write(
-            "pools/bad.yaml",
-            &pool_yaml(
-                "bad",
-                "bad",
-                "maxUnavailable: 4, canary: 1",
-                "    maxPods: 13\n",
-            ),
-        );
+    h.repo.settings_and_pools(&[
+        ("good", "maxUnavailable: 2", "    maxPods: 60\n"),
+        ("bad", "maxUnavailable: 4, canary: 1", "    maxPods: 13\n"),
+    ]);
     h.repo.commit("bad pool");
     let r = h.reconciler(h.run_config("r1")).await;
     let mut sync = r.sync_state();
@@ -262,15 +246,8 @@ async fn a_rolled_back_node_halts_its_pool_until_the_next_commit() {
 
     // A fixed commit gives the pool a new target: the rollout restarts and converges,
     // the node that rolled back included.
-    h.repo.write(
-        "pools/bad.yaml",
-        &pool_yaml(
-            "bad",
-            "bad",
-            "maxUnavailable: 4, canary: 1",
-            "    maxPods: 14\n",
-        ),
-    );
+    h.repo
+        .pool("bad", "maxUnavailable: 4, canary: 1", "    maxPods: 14\n");
     let fixed = h.repo.commit("fix the bad pool");
     wait_state(&mut sync, "fixed pool complete", LONG, |s| {
         s.applied.as_ref().is_some_and(|a| a.commit == fixed) && all_complete(s, 2)
@@ -282,29 +259,25 @@ async fn a_rolled_back_node_halts_its_pool_until_the_next_commit() {
         .find(|n| name(n) == failed_node)
         .unwrap();
     assert!(settled_done(&failed));
-    r.stop().await.unwrap();
-    h.shutdown().await;
+    h.finish(r).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_overlap_is_an_error_and_its_nodes_are_not_touched() {
-    init_tracing();
     // generate() puts node i in pool (a, b, c)[i % 3] and zone (zone-a, zone-b, zone-c)[i % 3]:
     // every pool-a node is in zone-a.
-    let mut h = Harness::start(Inventory::generate(9, &["a", "b", "c"])).await;
-    h.start_agent(AgentOptions::default()).await;
+    let h = Harness::with_agent(
+        Inventory::generate(9, &["a", "b", "c"]),
+        AgentOptions::default(),
+    )
+    .await;
     let by_zone = "apiVersion: kubelet-gitops.io/v1alpha1\nkind: NodePool\nmetadata:\n  name: zone-a\nspec:\n  nodeSelector:\n    matchExpressions:\n      - {key: topology.kubernetes.io/zone, operator: In, values: [zone-a]}\n  kubelet:\n    maxPods: 90\n";
     h.repo
-        .write("kubelet-gitops.yaml", &settings_yaml())
-        .write(
-            "pools/a.yaml",
-            &pool_yaml("a", "a", "maxUnavailable: 3", "    maxPods: 60\n"),
-        )
         .write("pools/zone-a.yaml", by_zone)
-        .write(
-            "pools/b.yaml",
-            &pool_yaml("b", "b", "maxUnavailable: 3", "    maxPods: 70\n"),
-        );
+        .settings_and_pools(&[
+            ("a", "maxUnavailable: 3", "    maxPods: 60\n"),
+            ("b", "maxUnavailable: 3", "    maxPods: 70\n"),
+        ]);
     h.repo.commit("overlapping pools");
     let r = h.reconciler(h.run_config("r1")).await;
     let mut sync = r.sync_state();
@@ -348,28 +321,21 @@ async fn an_overlap_is_an_error_and_its_nodes_are_not_touched() {
     );
     let (_, body) = http_get(r.admin_addr().unwrap(), "/metrics").await;
     assert_eq!(sample(&body, "kubelet_gitops_overlapping_nodes"), Some(3.0));
-    r.stop().await.unwrap();
-    h.shutdown().await;
+    h.finish(r).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_mid_rollout_resumes_and_creates_nothing_twice() {
-    init_tracing();
-    let mut h = Harness::start(Inventory::generate(10, &["a"])).await;
-    h.start_agent(AgentOptions {
-        apply_delay: Duration::from_millis(150),
-        ..AgentOptions::default()
-    })
+    let h = Harness::with_agent(
+        Inventory::generate(10, &["a"]),
+        AgentOptions {
+            apply_delay: Duration::from_millis(150),
+            ..AgentOptions::default()
+        },
+    )
     .await;
-    h.repo.write("kubelet-gitops.yaml", &settings_yaml()).write(
-        "pools/a.yaml",
-        &pool_yaml(
-            "a",
-            "a",
-            "maxUnavailable: 1, canary: 1",
-            "    maxPods: 60\n",
-        ),
-    );
+    h.repo
+        .settings_and_pools(&[("a", "maxUnavailable: 1, canary: 1", "    maxPods: 60\n")]);
     h.repo.commit("one pool");
 
     let first = h.reconciler(h.run_config("first")).await;
@@ -412,13 +378,11 @@ async fn a_restart_mid_rollout_resumes_and_creates_nothing_twice() {
     );
     let max = replay(&entries, &pool_lookup(&h)).max_in_flight;
     assert_eq!(max["a"], 1, "maxUnavailable 1 held across the restart");
-    second.stop().await.unwrap();
-    h.shutdown().await;
+    h.finish(second).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_injected_api_errors_the_rollout_still_converges_without_duplicates() {
-    init_tracing();
     let mut h = Harness::start(Inventory::generate(30, &["a", "b", "c"])).await;
     h.sim.set_faults(FaultConfig {
         seed: 42,
@@ -428,20 +392,11 @@ async fn with_injected_api_errors_the_rollout_still_converges_without_duplicates
         ..FaultConfig::default()
     });
     h.start_agent(AgentOptions::default()).await;
-    h.repo
-        .write("kubelet-gitops.yaml", &settings_yaml())
-        .write(
-            "pools/a.yaml",
-            &pool_yaml("a", "a", "maxUnavailable: 3", "    maxPods: 60\n"),
-        )
-        .write(
-            "pools/b.yaml",
-            &pool_yaml("b", "b", "maxUnavailable: 3", "    maxPods: 70\n"),
-        )
-        .write(
-            "pools/c.yaml",
-            &pool_yaml("c", "c", "maxUnavailable: 3", "    maxPods: 80\n"),
-        );
+    h.repo.settings_and_pools(&[
+        ("a", "maxUnavailable: 3", "    maxPods: 60\n"),
+        ("b", "maxUnavailable: 3", "    maxPods: 70\n"),
+        ("c", "maxUnavailable: 3", "    maxPods: 80\n"),
+    ]);
     h.repo.commit("three pools");
     let r = h.reconciler(h.run_config("r1")).await;
     h.wait_nodes(
@@ -480,25 +435,16 @@ async fn with_injected_api_errors_the_rollout_still_converges_without_duplicates
         body.contains("kubelet_gitops_api_errors_total{"),
         "errors are counted"
     );
-    r.stop().await.unwrap();
-    h.shutdown().await;
+    h.finish(r).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invalid_commit_applies_nothing_and_says_why() {
-    init_tracing();
-    let mut h = Harness::start(Inventory::generate(6, &["a", "b"])).await;
-    h.start_agent(AgentOptions::default()).await;
-    h.repo
-        .write("kubelet-gitops.yaml", &settings_yaml())
-        .write(
-            "pools/a.yaml",
-            &pool_yaml("a", "a", "maxUnavailable: 3", "    maxPods: 60\n"),
-        )
-        .write(
-            "pools/b.yaml",
-            &pool_yaml("b", "b", "maxUnavailable: 3", "    maxPods: 70\n"),
-        );
+    let h = Harness::with_agent(Inventory::generate(6, &["a", "b"]), AgentOptions::default()).await;
+    h.repo.settings_and_pools(&[
+        ("a", "maxUnavailable: 3", "    maxPods: 60\n"),
+        ("b", "maxUnavailable: 3", "    maxPods: 70\n"),
+    ]);
     let good = h.repo.commit("valid");
     let r = h.reconciler(h.run_config("r1")).await;
     let mut sync = r.sync_state();
@@ -506,20 +452,12 @@ async fn an_invalid_commit_applies_nothing_and_says_why() {
         all_complete(s, 2)
     })
     .await;
-    let nodes_before = h.nodes();
-    let cms_before = h.configmaps().len();
-    h.sim.request_log().reset();
+    let before = h.snapshot();
 
     // Pool a changes validly, pool b has a typo: nothing of the commit may apply.
     h.repo
-        .write(
-            "pools/a.yaml",
-            &pool_yaml("a", "a", "maxUnavailable: 3", "    maxPods: 61\n"),
-        )
-        .write(
-            "pools/b.yaml",
-            &pool_yaml("b", "b", "maxUnavailable: 3", "    maxPod: 70\n"),
-        );
+        .pool("a", "maxUnavailable: 3", "    maxPods: 61\n")
+        .pool("b", "maxUnavailable: 3", "    maxPod: 70\n");
     let bad = h.repo.commit("typo");
     let state = wait_state(&mut sync, "commit rejected", LONG, |s| {
         s.rejected.as_ref().is_some_and(|r| r.commit == bad)
@@ -543,18 +481,8 @@ async fn an_invalid_commit_applies_nothing_and_says_why() {
         good,
         "the last valid commit stays in force"
     );
-    let before = ok_reconciles(&r);
-    wait_reconciles(&r, before, 3).await;
-    let entries = h.sim.request_log().entries();
-    assert!(
-        reconciler_writes(&entries).is_empty(),
-        "nothing written: {:?}",
-        reconciler_writes(&entries)
-    );
-    assert_eq!(h.configmaps().len(), cms_before);
-    for (a, b) in nodes_before.iter().zip(h.nodes()) {
-        assert_eq!(ann(a, DESIRED_CONFIG), ann(&b, DESIRED_CONFIG));
-    }
+    h.assert_nothing_applied(&r, &before, "nothing written")
+        .await;
     let admin = r.admin_addr().unwrap();
     let (_, body) = http_get(admin, "/readyz").await;
     assert!(
@@ -565,10 +493,7 @@ async fn an_invalid_commit_applies_nothing_and_says_why() {
     assert_eq!(sample(&body, "kubelet_gitops_repo_valid"), Some(0.0));
 
     // The fix applies.
-    h.repo.write(
-        "pools/b.yaml",
-        &pool_yaml("b", "b", "maxUnavailable: 3", "    maxPods: 71\n"),
-    );
+    h.repo.pool("b", "maxUnavailable: 3", "    maxPods: 71\n");
     let fixed = h.repo.commit("fix typo");
     wait_state(&mut sync, "fixed commit complete", LONG, |s| {
         s.rejected.is_none()
@@ -576,32 +501,19 @@ async fn an_invalid_commit_applies_nothing_and_says_why() {
             && all_complete(s, 2)
     })
     .await;
-    r.stop().await.unwrap();
-    h.shutdown().await;
+    h.finish(r).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_once_exits_1_on_an_invalid_commit_and_0_after_applying() {
-    init_tracing();
     let h = Harness::start(Inventory::generate(4, &["a", "b"])).await;
-    h.repo
-        .write("kubelet-gitops.yaml", &settings_yaml())
-        .write(
-            "pools/a.yaml",
-            &pool_yaml(
-                "a",
-                "a",
-                "maxUnavailable: 2, canary: 0",
-                "    maxPods: 60\n",
-            ),
-        )
-        .write(
-            "pools/b.yaml",
-            &pool_yaml("b", "b", "maxUnavailable: 1", "    maxPodz: 70\n"),
-        );
+    h.repo.settings_and_pools(&[
+        ("a", "maxUnavailable: 2, canary: 0", "    maxPods: 60\n"),
+        ("b", "maxUnavailable: 1", "    maxPodz: 70\n"),
+    ]);
     h.repo.commit("typo");
     let run = |cache: &str| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubelet-gitops"))
+        let out = bin()
             .arg("run")
             .env("KUBELET_GITOPS_REPO_URL", h.repo.url())
             .env("KUBELET_GITOPS_KUBECONFIG", h.sim.kubeconfig_path())
@@ -629,10 +541,7 @@ async fn run_once_exits_1_on_an_invalid_commit_and_0_after_applying() {
     );
     assert!(reconciler_writes(&h.sim.request_log().entries()).is_empty());
 
-    h.repo.write(
-        "pools/b.yaml",
-        &pool_yaml("b", "b", "maxUnavailable: 1", "    maxPods: 70\n"),
-    );
+    h.repo.pool("b", "maxUnavailable: 1", "    maxPods: 70\n");
     h.repo.commit("fixed");
     let (code, logs) = tokio::task::block_in_place(|| run("cache"));
     assert_eq!(code, Some(0), "{logs}");
@@ -653,19 +562,15 @@ async fn run_once_exits_1_on_an_invalid_commit_and_0_after_applying() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_leader_election_only_the_leader_writes_and_a_successor_takes_over() {
-    init_tracing();
-    let mut h = Harness::start(Inventory::generate(10, &["a", "b"])).await;
-    h.start_agent(AgentOptions::default()).await;
-    h.repo
-        .write("kubelet-gitops.yaml", &settings_yaml())
-        .write(
-            "pools/a.yaml",
-            &pool_yaml("a", "a", "maxUnavailable: 2", "    maxPods: 60\n"),
-        )
-        .write(
-            "pools/b.yaml",
-            &pool_yaml("b", "b", "maxUnavailable: 2", "    maxPods: 70\n"),
-        );
+    let h = Harness::with_agent(
+        Inventory::generate(10, &["a", "b"]),
+        AgentOptions::default(),
+    )
+    .await;
+    h.repo.settings_and_pools(&[
+        ("a", "maxUnavailable: 2", "    maxPods: 60\n"),
+        ("b", "maxUnavailable: 2", "    maxPods: 70\n"),
+    ]);
     h.repo.commit("two pools");
     let replica = |id: &str| {
         let mut c = h.run_config(id);
@@ -731,10 +636,7 @@ async fn with_leader_election_only_the_leader_writes_and_a_successor_takes_over(
         s.role == Role::Leader
     })
     .await;
-    h.repo.write(
-        "pools/a.yaml",
-        &pool_yaml("a", "a", "maxUnavailable: 2", "    maxPods: 61\n"),
-    );
+    h.repo.pool("a", "maxUnavailable: 2", "    maxPods: 61\n");
     let next = h.repo.commit("change a");
     wait_state(&mut follower_state, "next commit complete", LONG, |s| {
         s.applied.as_ref().is_some_and(|a| a.commit == next) && all_complete(s, 2)
@@ -756,21 +658,18 @@ async fn with_leader_election_only_the_leader_writes_and_a_successor_takes_over(
         .get(kinds::leases(), Some(NS), "kubelet-gitops")
         .unwrap();
     assert_eq!(lease["spec"]["holderIdentity"], follower_id);
-    follower.stop().await.unwrap();
-    h.shutdown().await;
+    h.finish(follower).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_namespace_is_a_clear_error_and_nothing_is_written() {
-    init_tracing();
-    let mut h = Harness::start(Inventory::generate(4, &["a"])).await;
-    h.start_agent(AgentOptions::default()).await;
+    let h = Harness::with_agent(Inventory::generate(4, &["a"]), AgentOptions::default()).await;
     h.repo
         .write(
             "kubelet-gitops.yaml",
             "apiVersion: kubelet-gitops.io/v1alpha1\nkind: RepoSettings\nspec:\n  namespace: node-config\n",
         )
-        .write("pools/a.yaml", &pool_yaml("a", "a", "maxUnavailable: 4", "    maxPods: 60\n"));
+        .pool("a", "maxUnavailable: 4", "    maxPods: 60\n");
     h.repo.commit("namespace not created yet");
     let r = h.reconciler(h.run_config("r1")).await;
     let mut sync = r.sync_state();
@@ -810,6 +709,5 @@ async fn a_missing_namespace_is_a_clear_error_and_nothing_is_written() {
         s.ready && s.last_error.is_none()
     })
     .await;
-    r.stop().await.unwrap();
-    h.shutdown().await;
+    h.finish(r).await;
 }

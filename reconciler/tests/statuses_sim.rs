@@ -9,18 +9,16 @@ mod forge_support;
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use forge_support::{ForgeServer, Kind, OWNER, REPO};
-use kubelet_gitops_core::protocol::DESIRED_CONFIG;
 use kubelet_gitops_sim::inventory::Inventory;
-use reconciler::controller::{RunConfig, StatusBackendConfig, StatusConfig, SyncState};
+use reconciler::controller::{RunConfig, RunningController, StatusBackendConfig, StatusConfig};
 use reconciler::rollout::PoolPhase;
 use reconciler::status::{GitHubConfig, PLAN_MARKER};
+use support::commands::{git, git_command, text};
 use support::*;
 
-const LONG: Duration = Duration::from_secs(90);
 const TOKEN: &str = "forge-t0ken-for-tests";
 
 /// A bare repository playing the forge's git remote.
@@ -31,9 +29,10 @@ struct Remote {
 impl Remote {
     fn init(dir: &Path) -> Remote {
         let path = dir.join("remote.git");
+        let target = path.to_str().expect("temp paths are UTF-8");
         git(
-            &["init", "--quiet", "--bare", "--initial-branch=main"],
-            &path_str(&path),
+            dir,
+            &["init", "--quiet", "--bare", "--initial-branch=main", target],
         );
         Remote { path }
     }
@@ -44,87 +43,58 @@ impl Remote {
 
     /// `git push --force <remote> <src>:<dst>` from the work repository.
     fn push(&self, work: &Path, src: &str, dst: &str) {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(work)
-            .args(["push", "--quiet", "--force"])
-            .arg(&self.path)
-            .arg(format!("{src}:{dst}"))
-            .output()
-            .expect("git push");
-        assert!(
-            out.status.success(),
-            "git push {src}:{dst}: {}",
-            String::from_utf8_lossy(&out.stderr)
+        let remote = self.path.to_str().expect("temp paths are UTF-8");
+        git(
+            work,
+            &[
+                "push",
+                "--quiet",
+                "--force",
+                remote,
+                &format!("{src}:{dst}"),
+            ],
         );
+    }
+
+    /// Pushes the work repository's `main` to the remote's `main`.
+    fn push_main(&self, h: &Harness) {
+        self.push(&h.repo.path, "main", "refs/heads/main");
     }
 
     /// The note on `sha` as `git notes --ref=kubelet-gitops show` prints it.
     fn note(&self, sha: &str) -> Option<String> {
-        let out = Command::new("git")
-            .arg("--git-dir")
-            .arg(&self.path)
+        let out = git_command(&self.path)
             .args(["notes", "--ref=kubelet-gitops", "show", sha])
             .output()
             .expect("git notes show");
-        out.status
-            .success()
-            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+        out.status.success().then(|| text(&out.stdout))
     }
 
     /// `git log --notes=kubelet-gitops -1 <sha>`.
     fn log(&self, sha: &str) -> String {
-        let out = Command::new("git")
-            .arg("--git-dir")
-            .arg(&self.path)
-            .args(["log", "--notes=kubelet-gitops", "-1", sha])
-            .output()
-            .expect("git log");
-        assert!(out.status.success());
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        git(&self.path, &["log", "--notes=kubelet-gitops", "-1", sha])
     }
 
     /// Waits until the note on `sha` satisfies `done` (every line of it is checked by the
     /// caller afterwards).
     async fn wait_note(&self, what: &str, sha: &str, done: impl Fn(&str) -> bool) -> String {
-        let start = Instant::now();
-        loop {
-            let note = self.note(sha);
-            if let Some(n) = &note
-                && done(n)
-            {
-                return n.clone();
-            }
-            assert!(
-                start.elapsed() < LONG,
-                "{what}: not reached in {LONG:?}; note on {sha}: {note:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        eventually(what, LONG, || match self.note(sha) {
+            Some(n) if done(&n) => Ok(n),
+            note => Err(format!("note on {sha}: {note:?}")),
+        })
+        .await
     }
-}
-
-fn path_str(p: &Path) -> String {
-    p.display().to_string()
-}
-
-fn git(args: &[&str], target: &str) {
-    let out = Command::new("git")
-        .args(args)
-        .arg(target)
-        .output()
-        .expect("git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// The line of `context` in a note.
 fn line<'a>(note: &'a str, context: &str) -> Option<&'a str> {
     let prefix = format!("{context}: ");
     note.lines().find(|l| l.starts_with(&prefix))
+}
+
+/// Whether the line of `context` in `note` contains `fragment`.
+fn says(note: &str, context: &str, fragment: &str) -> bool {
+    line(note, context).is_some_and(|l| l.contains(fragment))
 }
 
 fn short(sha: &str) -> &str {
@@ -143,48 +113,67 @@ fn config(h: &Harness, remote: &Remote, status: StatusConfig) -> RunConfig {
     c
 }
 
-fn notes_config(review: bool) -> StatusConfig {
-    StatusConfig {
+/// A reconciler following `remote` that posts statuses as git notes (`review`: on pull
+/// requests too).
+async fn start_with_notes(h: &Harness, remote: &Remote, review: bool) -> RunningController {
+    let status = StatusConfig {
         backend: StatusBackendConfig::Notes,
         review,
         ..StatusConfig::default()
-    }
+    };
+    h.reconciler(config(h, remote, status)).await
 }
 
-fn all_complete(s: &SyncState, pools: usize) -> bool {
-    s.pools.len() == pools && s.pools.iter().all(|p| p.phase == PoolPhase::Complete)
-}
-
-/// Two pools of three nodes each, `a` with `max_pods`.
+/// Two pools of three nodes each, `a` with `a_kubelet`.
 fn two_pools(h: &Harness, a_kubelet: &str) {
-    h.repo
-        .write("kubelet-gitops.yaml", &settings_yaml())
-        .write(
-            "pools/a.yaml",
-            &pool_yaml("a", "a", "maxUnavailable: 2", a_kubelet),
-        )
-        .write(
-            "pools/b.yaml",
-            &pool_yaml("b", "b", "maxUnavailable: 2", "    maxPods: 70\n"),
-        );
+    h.repo.settings_and_pools(&[
+        ("a", "maxUnavailable: 2", a_kubelet),
+        ("b", "maxUnavailable: 2", "    maxPods: 70\n"),
+    ]);
+}
+
+/// A sim of two pools of three nodes each, with the agent double, and a remote.
+async fn two_pool_cluster() -> (Harness, Remote) {
+    let h = Harness::with_agent(Inventory::generate(6, &["a", "b"]), AgentOptions::default()).await;
+    let remote = Remote::init(h.dir.path());
+    (h, remote)
+}
+
+/// [`two_pool_cluster`] with a valid commit on the remote's `main`, rolled out by a
+/// reconciler posting git notes (`review`: on pull requests too) until the summary note on
+/// the commit says success: the harness, the remote, the reconciler and the commit.
+async fn rolled_out_with_notes(review: bool) -> (Harness, Remote, RunningController, String) {
+    let (h, remote) = two_pool_cluster().await;
+    two_pools(&h, "    maxPods: 60\n");
+    let commit = h.repo.commit("valid");
+    remote.push_main(&h);
+    let r = start_with_notes(&h, &remote, review).await;
+    let mut sync = r.sync_state();
+    wait_state(&mut sync, "the valid commit complete", LONG, |s| {
+        all_complete(s, 2)
+    })
+    .await;
+    remote
+        .wait_note("the valid commit succeeds", &commit, |n| {
+            says(n, "kubelet-gitops", ": success: ")
+        })
+        .await;
+    (h, remote, r, commit)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn git_notes_follow_each_pool_on_the_commit_that_produced_its_config() {
-    init_tracing();
-    let mut h = Harness::start(Inventory::generate(6, &["a", "b"])).await;
-    h.start_agent(AgentOptions::default()).await;
-    let remote = Remote::init(h.dir.path());
+    let (h, remote) = two_pool_cluster().await;
     two_pools(&h, "    maxPods: 60\n");
     let first = h.repo.commit("two pools");
-    remote.push(&h.repo.path, "main", "refs/heads/main");
+    remote.push_main(&h);
 
-    let r = h.reconciler(config(&h, &remote, notes_config(false))).await;
+    let r = start_with_notes(&h, &remote, false).await;
     let note = remote
         .wait_note("every pool and the summary succeed", &first, |n| {
-            line(n, "kubelet-gitops").is_some_and(|l| l.contains(": success: "))
-                && line(n, "kubelet-gitops/a").is_some_and(|l| l.contains(": success: "))
-                && line(n, "kubelet-gitops/b").is_some_and(|l| l.contains(": success: "))
+            says(n, "kubelet-gitops", ": success: ")
+                && says(n, "kubelet-gitops/a", ": success: ")
+                && says(n, "kubelet-gitops/b", ": success: ")
         })
         .await;
     let state = r.sync_state().borrow().clone();
@@ -213,16 +202,12 @@ async fn git_notes_follow_each_pool_on_the_commit_that_produced_its_config() {
 
     // A commit that changes pool a only: a's status goes on it, b's stays on the first
     // commit (its ConfigMap is still the first commit's), and the summary says so.
-    h.repo.write(
-        "pools/a.yaml",
-        &pool_yaml("a", "a", "maxUnavailable: 2", "    maxPods: 61\n"),
-    );
+    h.repo.pool("a", "maxUnavailable: 2", "    maxPods: 61\n");
     let second = h.repo.commit("pool a: maxPods 61");
-    remote.push(&h.repo.path, "main", "refs/heads/main");
+    remote.push_main(&h);
     let note = remote
         .wait_note("the second commit succeeds", &second, |n| {
-            line(n, "kubelet-gitops").is_some_and(|l| l.contains(": success: "))
-                && line(n, "kubelet-gitops/a").is_some_and(|l| l.contains(": success: "))
+            says(n, "kubelet-gitops", ": success: ") && says(n, "kubelet-gitops/a", ": success: ")
         })
         .await;
     let cms = r.sync_state().borrow().applied.clone().unwrap().configmaps;
@@ -243,7 +228,7 @@ async fn git_notes_follow_each_pool_on_the_commit_that_produced_its_config() {
     );
     let note = remote.note(&first).unwrap();
     assert!(
-        line(&note, "kubelet-gitops/b").is_some_and(|l| l.contains(": success: 3/3 nodes on ")),
+        says(&note, "kubelet-gitops/b", ": success: 3/3 nodes on "),
         "{note}"
     );
     let (_, metrics) = http_get(r.admin_addr().unwrap(), "/metrics").await;
@@ -254,45 +239,30 @@ async fn git_notes_follow_each_pool_on_the_commit_that_produced_its_config() {
     );
     assert_eq!(sample(&metrics, "kubelet_gitops_status_outbox"), Some(0.0));
 
-    r.stop().await.unwrap();
-    h.shutdown().await;
+    h.finish(r).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolled_back_node_fails_its_pool_naming_the_node_and_the_reason() {
-    init_tracing();
-    let mut h = Harness::start(Inventory::generate(6, &["good", "bad"])).await;
-    h.start_agent(AgentOptions {
-        fail_marker: Some("maxPods: 13".into()),
-        ..AgentOptions::default()
-    })
+    let h = Harness::with_agent(
+        Inventory::generate(6, &["good", "bad"]),
+        AgentOptions::rolling_back("maxPods: 13"),
+    )
     .await;
     let remote = Remote::init(h.dir.path());
-    h.repo
-        .write("kubelet-gitops.yaml", &settings_yaml())
-        .write(
-            "pools/good.yaml",
-            &pool_yaml("good", "good", "maxUnavailable: 3", "    maxPods: 60\n"),
-        )
-        .write(
-            "pools/bad.yaml",
-            &pool_yaml(
-                "bad",
-                "bad",
-                "maxUnavailable: 3, canary: 1",
-                "    maxPods: 13\n",
-            ),
-        );
+    h.repo.settings_and_pools(&[
+        ("good", "maxUnavailable: 3", "    maxPods: 60\n"),
+        ("bad", "maxUnavailable: 3, canary: 1", "    maxPods: 13\n"),
+    ]);
     let commit = h.repo.commit("a config the kubelet rejects");
-    remote.push(&h.repo.path, "main", "refs/heads/main");
-    let r = h.reconciler(config(&h, &remote, notes_config(false))).await;
+    remote.push_main(&h);
+    let r = start_with_notes(&h, &remote, false).await;
     let note = remote
         .wait_note("the bad pool fails", &commit, |n| {
-            line(n, "kubelet-gitops/bad").is_some_and(|l| l.contains(": failure: "))
-                && line(n, "kubelet-gitops/good").is_some_and(|l| l.contains(": success: "))
+            says(n, "kubelet-gitops/bad", ": failure: ")
+                && says(n, "kubelet-gitops/good", ": success: ")
                 // The summary is written after the pools' lines of its round.
-                && line(n, "kubelet-gitops")
-                    .is_some_and(|l| l.contains(": failure: 2 pools: 1 failed, 1 done"))
+                && says(n, "kubelet-gitops", ": failure: 2 pools: 1 failed, 1 done")
         })
         .await;
     let state = r.sync_state().borrow().clone();
@@ -314,41 +284,21 @@ async fn a_rolled_back_node_fails_its_pool_naming_the_node_and_the_reason() {
             format!("kubelet-gitops: failure: 2 pools: 1 failed, 1 done; bad: {expected}").as_str()
         )
     );
-    r.stop().await.unwrap();
-    h.shutdown().await;
+    h.finish(r).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invalid_commit_gets_an_error_naming_file_and_line_and_applies_nothing() {
-    init_tracing();
-    let mut h = Harness::start(Inventory::generate(6, &["a", "b"])).await;
-    h.start_agent(AgentOptions::default()).await;
-    let remote = Remote::init(h.dir.path());
-    two_pools(&h, "    maxPods: 60\n");
-    let good = h.repo.commit("valid");
-    remote.push(&h.repo.path, "main", "refs/heads/main");
-    let r = h.reconciler(config(&h, &remote, notes_config(false))).await;
-    let mut sync = r.sync_state();
-    wait_state(&mut sync, "valid commit complete", LONG, |s| {
-        all_complete(s, 2)
-    })
-    .await;
-    remote
-        .wait_note("the valid commit succeeds", &good, |n| {
-            line(n, "kubelet-gitops").is_some_and(|l| l.contains(": success: "))
-        })
-        .await;
-    let nodes_before = h.nodes();
-    let cms_before = h.configmaps().len();
-    h.sim.request_log().reset();
+    let (h, remote, r, good) = rolled_out_with_notes(false).await;
+    let before = h.snapshot();
 
     // Line 10 of the pool file: `    maxPod: 61` (a typo).
     two_pools(&h, "    maxPod: 61\n");
     let bad = h.repo.commit("typo");
-    remote.push(&h.repo.path, "main", "refs/heads/main");
+    remote.push_main(&h);
     let note = remote
         .wait_note("the invalid commit errors", &bad, |n| {
-            line(n, "kubelet-gitops").is_some_and(|l| l.contains(": error: "))
+            says(n, "kubelet-gitops", ": error: ")
         })
         .await;
     let error = line(&note, "kubelet-gitops").unwrap();
@@ -358,61 +308,28 @@ async fn an_invalid_commit_gets_an_error_naming_file_and_line_and_applies_nothin
     );
     assert_eq!(note.lines().count(), 1, "no pool context on it: {note}");
 
-    let before = ok_reconciles(&r);
-    wait_reconciles(&r, before, 3).await;
-    let entries = h.sim.request_log().entries();
-    assert!(
-        reconciler_writes(&entries).is_empty(),
-        "nothing written: {:?}",
-        reconciler_writes(&entries)
-    );
-    assert_eq!(h.configmaps().len(), cms_before);
-    for (a, b) in nodes_before.iter().zip(h.nodes()) {
-        assert_eq!(ann(a, DESIRED_CONFIG), ann(&b, DESIRED_CONFIG));
-    }
+    h.assert_nothing_applied(&r, &before, "nothing written")
+        .await;
     // The valid commit keeps its statuses.
     let note = remote.note(&good).unwrap();
     assert_eq!(
         line(&note, "kubelet-gitops"),
         Some("kubelet-gitops: success: 2 pools: 2 done")
     );
-    r.stop().await.unwrap();
-    h.shutdown().await;
+    h.finish(r).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pull_request_head_gets_a_plan_and_changes_no_node() {
-    init_tracing();
-    let mut h = Harness::start(Inventory::generate(6, &["a", "b"])).await;
-    h.start_agent(AgentOptions::default()).await;
-    let remote = Remote::init(h.dir.path());
-    two_pools(&h, "    maxPods: 60\n");
-    let base = h.repo.commit("valid");
-    remote.push(&h.repo.path, "main", "refs/heads/main");
-    let r = h.reconciler(config(&h, &remote, notes_config(true))).await;
-    let mut sync = r.sync_state();
-    wait_state(&mut sync, "branch complete", LONG, |s| all_complete(s, 2)).await;
-    remote
-        .wait_note("the branch succeeds", &base, |n| {
-            line(n, "kubelet-gitops").is_some_and(|l| l.contains(": success: "))
-        })
-        .await;
-    let nodes_before = h.nodes();
-    let cms_before = h.configmaps();
-    h.sim.request_log().reset();
+    let (h, remote, r, base) = rolled_out_with_notes(true).await;
+    let before = h.snapshot();
 
     // Pull request 7 changes pool a; pull request 8 does not validate. Neither is on
     // the branch.
-    h.repo.write(
-        "pools/a.yaml",
-        &pool_yaml("a", "a", "maxUnavailable: 2", "    maxPods: 90\n"),
-    );
+    h.repo.pool("a", "maxUnavailable: 2", "    maxPods: 90\n");
     let pr7 = h.repo.commit("pool a: maxPods 90");
     remote.push(&h.repo.path, &pr7, "refs/pull/7/head");
-    h.repo.write(
-        "pools/b.yaml",
-        &pool_yaml("b", "b", "maxUnavailable: 2", "    maxPod: 91\n"),
-    );
+    h.repo.pool("b", "maxUnavailable: 2", "    maxPod: 91\n");
     let pr8 = h.repo.commit("typo");
     remote.push(&h.repo.path, &pr8, "refs/pull/8/head");
 
@@ -441,23 +358,8 @@ async fn a_pull_request_head_gets_a_plan_and_changes_no_node() {
 
     // Nothing of either pull request reached the cluster: no write by the reconciler
     // since they were pushed (the request log), no new ConfigMap, no node moved.
-    let before = ok_reconciles(&r);
-    wait_reconciles(&r, before, 3).await;
-    let entries = h.sim.request_log().entries();
-    assert!(
-        reconciler_writes(&entries).is_empty(),
-        "a review wrote to the cluster: {:?}",
-        reconciler_writes(&entries)
-    );
-    assert_eq!(h.configmaps(), cms_before);
-    for (a, b) in nodes_before.iter().zip(h.nodes()) {
-        assert_eq!(
-            ann(a, DESIRED_CONFIG),
-            ann(&b, DESIRED_CONFIG),
-            "{}",
-            name(a)
-        );
-    }
+    h.assert_nothing_applied(&r, &before, "a review wrote to the cluster")
+        .await;
     assert_eq!(
         r.sync_state().borrow().applied.as_ref().unwrap().commit,
         base,
@@ -473,22 +375,18 @@ async fn a_pull_request_head_gets_a_plan_and_changes_no_node() {
         sample(&metrics, "kubelet_gitops_reviews_total{result=\"invalid\"}"),
         Some(1.0)
     );
-    r.stop().await.unwrap();
-    h.shutdown().await;
+    h.finish(r).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn github_statuses_and_a_plan_comment_updated_in_place() {
-    init_tracing();
     let forge = ForgeServer::start(Kind::GitHub, TOKEN).await;
-    let mut h = Harness::start(Inventory::generate(6, &["a", "b"])).await;
-    h.start_agent(AgentOptions::default()).await;
-    let remote = Remote::init(h.dir.path());
+    let (h, remote) = two_pool_cluster().await;
     let token_file = h.dir.path().join("forge-token");
     std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
     two_pools(&h, "    maxPods: 60\n");
     let base = h.repo.commit("valid");
-    remote.push(&h.repo.path, "main", "refs/heads/main");
+    remote.push_main(&h);
     let status = StatusConfig {
         backend: StatusBackendConfig::GitHub(
             GitHubConfig::new(OWNER, REPO, &token_file).with_api_url(forge.base_url()),
@@ -507,18 +405,12 @@ async fn github_statuses_and_a_plan_comment_updated_in_place() {
             .rfind(|s| s.sha == sha && s.context == context)
     };
     let wait_status = async |what: &str, sha: &str, context: &str, state: &str| {
-        let start = Instant::now();
-        loop {
-            if let Some(s) = latest(sha, context).filter(|s| s.state == state) {
-                return s;
-            }
-            assert!(
-                start.elapsed() < LONG,
-                "{what}: not reached; statuses: {:#?}",
-                forge.statuses()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        eventually(what, LONG, || {
+            latest(sha, context)
+                .filter(|s| s.state == state)
+                .ok_or_else(|| format!("statuses: {:#?}", forge.statuses()))
+        })
+        .await
     };
     let summary = wait_status("summary success", &base, "kubelet-gitops", "success").await;
     assert_eq!(summary.description, "2 pools: 2 done");
@@ -540,10 +432,7 @@ async fn github_statuses_and_a_plan_comment_updated_in_place() {
     assert_eq!(successes, 3, "{:#?}", forge.statuses());
 
     // A pull request: a plan status and one comment ...
-    h.repo.write(
-        "pools/a.yaml",
-        &pool_yaml("a", "a", "maxUnavailable: 2", "    maxPods: 90\n"),
-    );
+    h.repo.pool("a", "maxUnavailable: 2", "    maxPods: 90\n");
     let head1 = h.repo.commit("pool a: maxPods 90");
     remote.push(&h.repo.path, &head1, "refs/pull/7/head");
     let plan = wait_status(
@@ -555,18 +444,15 @@ async fn github_statuses_and_a_plan_comment_updated_in_place() {
     .await;
     assert_eq!(plan.description, "1 pool changes, 3 nodes");
     let wait_comment = async |contains: &str| {
-        let start = Instant::now();
-        loop {
+        eventually(&format!("comment with {contains}"), LONG, || {
             let comments = forge.comments(7);
             if comments.iter().any(|(_, body)| body.contains(contains)) {
-                return comments;
+                Ok(comments)
+            } else {
+                Err(format!("{comments:#?}"))
             }
-            assert!(
-                start.elapsed() < LONG,
-                "comment with {contains}: {comments:#?}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        })
+        .await
     };
     let comments = wait_comment(short(&head1)).await;
     assert_eq!(comments.len(), 1, "{comments:#?}");
@@ -575,10 +461,7 @@ async fn github_statuses_and_a_plan_comment_updated_in_place() {
     assert!(body.contains("maxPods"), "{body}");
 
     // ... updated in place by the second push.
-    h.repo.write(
-        "pools/b.yaml",
-        &pool_yaml("b", "b", "maxUnavailable: 2", "    maxPods: 75\n"),
-    );
+    h.repo.pool("b", "maxUnavailable: 2", "    maxPods: 75\n");
     let head2 = h.repo.commit("pool b: maxPods 75");
     remote.push(&h.repo.path, &head2, "refs/pull/7/head");
     let plan = wait_status(
@@ -599,6 +482,5 @@ async fn github_statuses_and_a_plan_comment_updated_in_place() {
         r.sync_state().borrow().applied.as_ref().unwrap().commit,
         base
     );
-    r.stop().await.unwrap();
-    h.shutdown().await;
+    h.finish(r).await;
 }

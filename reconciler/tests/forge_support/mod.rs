@@ -217,26 +217,13 @@ impl ForgeServer {
     pub fn seed_comments(&self, pr: u64, bodies: impl IntoIterator<Item = String>) {
         let mut state = self.lock();
         for body in bodies {
-            state.next_id += 1;
-            let id = state.next_id;
-            state.comments.entry(pr).or_default().push(Comment {
-                id,
-                body,
-                system: false,
-            });
+            state.add_comment(pr, body, false);
         }
     }
 
     /// Adds a GitLab system note ("added 1 commit") to merge request `pr`.
     pub fn seed_system_note(&self, pr: u64, body: &str) {
-        let mut state = self.lock();
-        state.next_id += 1;
-        let id = state.next_id;
-        state.comments.entry(pr).or_default().push(Comment {
-            id,
-            body: body.to_string(),
-            system: true,
-        });
+        self.lock().add_comment(pr, body.to_string(), true);
     }
 
     /// The comments on pull request `pr`: (id, body), oldest first.
@@ -289,6 +276,10 @@ fn plain(status: u16, payload: Value) -> Answer {
     (status, Vec::new(), payload)
 }
 
+fn headers(pairs: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
+    pairs.iter().map(|(k, v)| (*k, v.to_string())).collect()
+}
+
 fn now_unix() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -331,22 +322,9 @@ impl ServerState {
         if let Err(answer) = auth {
             return answer;
         }
-        let path = uri.path().to_string();
-        let query = uri.query().unwrap_or_default().to_string();
-        match self.kind {
-            Kind::GitHub | Kind::GitHubEnterprise => {
-                let prefix = if self.kind == Kind::GitHubEnterprise {
-                    "/api/v3"
-                } else {
-                    ""
-                };
-                match path.strip_prefix(prefix) {
-                    Some(rest) => self.github(method, uri, rest, &query, json_body),
-                    None => self.violation(method, uri, vec!["not under /api/v3".into()], 404),
-                }
-            }
-            Kind::GitLab => self.gitlab(method, uri, &path, &query, json_body),
-            Kind::Gitea => self.gitea(method, uri, &path, json_body),
+        match route(self.kind, method.as_str(), uri.path()) {
+            Ok(endpoint) => self.endpoint(method, uri, endpoint, json_body),
+            Err(problem) => self.violation(method, uri, vec![problem], 404),
         }
     }
 
@@ -359,39 +337,39 @@ impl ServerState {
                 vec![("retry-after", secs.to_string())],
                 json!({"message": "Too Many Requests"}),
             ),
-            Fault::GitHubRateLimit { reset_in } => {
-                let reset = now_unix() + 1 + reset_in;
-                self.resets.push(AnnouncedReset { unix_secs: reset });
-                (
-                    403,
-                    vec![
-                        ("x-ratelimit-limit", "5000".to_string()),
-                        ("x-ratelimit-remaining", "0".to_string()),
-                        ("x-ratelimit-used", "5000".to_string()),
-                        ("x-ratelimit-reset", reset.to_string()),
-                        ("x-ratelimit-resource", "core".to_string()),
-                    ],
-                    json!({
-                        "message": "API rate limit exceeded for user ID 1.",
-                        "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"
-                    }),
-                )
-            }
-            Fault::GitLabRateLimit { reset_in } => {
-                let reset = now_unix() + 1 + reset_in;
-                self.resets.push(AnnouncedReset { unix_secs: reset });
-                (
-                    429,
-                    vec![
-                        ("ratelimit-limit", "600".to_string()),
-                        ("ratelimit-observed", "601".to_string()),
-                        ("ratelimit-remaining", "0".to_string()),
-                        ("ratelimit-reset", reset.to_string()),
-                    ],
-                    json!({"message": "Retry later"}),
-                )
-            }
+            Fault::GitHubRateLimit { reset_in } => (
+                403,
+                headers(&[
+                    ("x-ratelimit-limit", "5000"),
+                    ("x-ratelimit-remaining", "0"),
+                    ("x-ratelimit-used", "5000"),
+                    ("x-ratelimit-reset", &self.announce_reset(reset_in)),
+                    ("x-ratelimit-resource", "core"),
+                ]),
+                json!({
+                    "message": "API rate limit exceeded for user ID 1.",
+                    "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"
+                }),
+            ),
+            Fault::GitLabRateLimit { reset_in } => (
+                429,
+                headers(&[
+                    ("ratelimit-limit", "600"),
+                    ("ratelimit-observed", "601"),
+                    ("ratelimit-remaining", "0"),
+                    ("ratelimit-reset", &self.announce_reset(reset_in)),
+                ]),
+                json!({"message": "Retry later"}),
+            ),
         }
+    }
+
+    /// Records a rate-limit reset `reset_in` seconds after the next whole second; its
+    /// Unix time, as the header announces it.
+    fn announce_reset(&mut self, reset_in: u64) -> String {
+        let reset = now_unix() + 1 + reset_in;
+        self.resets.push(AnnouncedReset { unix_secs: reset });
+        reset.to_string()
     }
 
     fn violation(
@@ -512,346 +490,100 @@ impl ServerState {
         }
     }
 
-    fn github(
+    /// Serves `endpoint` as the forge does: the same steps on every forge, with the
+    /// forge's [`Dialect`].
+    fn endpoint(
         &mut self,
         method: &Method,
         uri: &Uri,
-        path: &str,
-        query: &str,
+        endpoint: Endpoint<'_>,
         body: Option<serde_json::Map<String, Value>>,
     ) -> Answer {
-        let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-        match (method.as_str(), segments.as_slice()) {
-            ("POST", ["repos", owner, repo, "statuses", sha]) if self.is_repo(owner, repo) => {
-                let problems = check_status_fields(
-                    body.as_ref(),
-                    &["state", "target_url", "description", "context"],
-                    &["state"],
-                    "state",
-                    &["error", "failure", "pending", "success"],
-                    "context",
-                    140,
-                    sha,
-                );
+        let dialect = Dialect::of(self.kind);
+        let number = |n: &str| {
+            n.parse::<u64>()
+                .map_err(|_| format!("{} not numeric", dialect.number))
+        };
+        match endpoint {
+            Endpoint::PostStatus { sha } => {
+                let problems = check_status_fields(body.as_ref(), dialect, sha);
                 if !problems.is_empty() {
-                    return self.violation(method, uri, problems, 422);
+                    return self.violation(method, uri, problems, dialect.invalid);
                 }
                 let body = body.unwrap_or_default();
-                self.record_status(sha, &body, "context");
-                plain(201, status_echo(&body, self.statuses.len() as u64))
-            }
-            ("GET", ["repos", owner, repo, "issues", pr, "comments"])
-                if self.is_repo(owner, repo) =>
-            {
-                let Ok(pr) = pr.parse::<u64>() else {
-                    return self.violation(
-                        method,
-                        uri,
-                        vec!["pull number not numeric".into()],
-                        404,
-                    );
-                };
-                let params = parse_query(query);
-                let per_page = params
-                    .get("per_page")
-                    .and_then(|v| v.parse::<usize>().ok())
-                    .unwrap_or(30);
-                let page = params
-                    .get("page")
-                    .and_then(|v| v.parse::<usize>().ok())
-                    .unwrap_or(1);
-                if per_page == 0 || per_page > 100 || page == 0 {
-                    return self.violation(
-                        method,
-                        uri,
-                        vec![format!("per_page {per_page} / page {page} out of range")],
-                        422,
-                    );
-                }
-                plain(200, self.comment_page(pr, per_page, page, false))
-            }
-            ("POST", ["repos", owner, repo, "issues", pr, "comments"])
-                if self.is_repo(owner, repo) =>
-            {
-                let Ok(pr) = pr.parse::<u64>() else {
-                    return self.violation(
-                        method,
-                        uri,
-                        vec!["pull number not numeric".into()],
-                        404,
-                    );
-                };
-                match self.comment_body(body.as_ref(), 65_536) {
-                    Ok(text) => plain(201, self.create_comment(pr, text)),
-                    Err(problems) => self.violation(method, uri, problems, 422),
-                }
-            }
-            ("PATCH", ["repos", owner, repo, "issues", "comments", id])
-                if self.is_repo(owner, repo) =>
-            {
-                match self.comment_body(body.as_ref(), 65_536) {
-                    Ok(text) => self.update_comment(id, text),
-                    Err(problems) => self.violation(method, uri, problems, 422),
-                }
-            }
-            _ => self.violation(method, uri, vec!["no such GitHub endpoint".into()], 404),
-        }
-    }
-
-    fn gitlab(
-        &mut self,
-        method: &Method,
-        uri: &Uri,
-        path: &str,
-        query: &str,
-        body: Option<serde_json::Map<String, Value>>,
-    ) -> Answer {
-        let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-        match (method.as_str(), segments.as_slice()) {
-            ("POST", ["api", "v4", "projects", project, "statuses", sha]) => {
-                if !is_gitlab_project(project) {
-                    return self.violation(
-                        method,
-                        uri,
-                        vec![format!(
-                            "project {project:?} is neither the id nor the URL-encoded path"
-                        )],
-                        404,
-                    );
-                }
-                let problems = check_status_fields(
-                    body.as_ref(),
-                    &[
-                        "state",
-                        "ref",
-                        "name",
-                        "context",
-                        "target_url",
-                        "description",
-                        "coverage",
-                        "pipeline_id",
-                    ],
-                    &["state"],
-                    "state",
-                    &[
-                        "pending", "running", "success", "failed", "canceled", "skipped",
-                    ],
-                    "name",
-                    255,
-                    sha,
-                );
-                if !problems.is_empty() {
-                    return self.violation(method, uri, problems, 400);
-                }
-                let body = body.unwrap_or_default();
-                let name = body
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .unwrap_or("default");
-                let new = body
-                    .get("state")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                let current = self
-                    .statuses
-                    .iter()
-                    .rev()
-                    .find(|s| s.sha == *sha && s.context == name)
-                    .map(|s| s.state.clone());
-                // GitLab finds the running-or-pending status of that name and fires the
-                // transition; firing `run` on running or `enqueue` on pending is refused.
-                let refused = match (current.as_deref(), new) {
-                    (Some("running"), "running") => Some(("run", "running")),
-                    (Some("pending"), "pending") => Some(("enqueue", "pending")),
-                    _ => None,
-                };
-                if let Some((event, from)) = refused {
-                    return plain(
-                        400,
-                        json!({"message": format!("Cannot transition status via :{event} from :{from} (Reason(s): Status cannot transition via \"{event}\")")}),
-                    );
-                }
-                self.record_status(sha, &body, "name");
-                plain(201, status_echo(&body, self.statuses.len() as u64))
-            }
-            (
-                "GET",
-                [
-                    "api",
-                    "v4",
-                    "projects",
-                    project,
-                    "merge_requests",
-                    iid,
-                    "notes",
-                ],
-            ) if is_gitlab_project(project) => {
-                let Ok(iid) = iid.parse::<u64>() else {
-                    return self.violation(
-                        method,
-                        uri,
-                        vec!["merge request iid not numeric".into()],
-                        404,
-                    );
-                };
-                let params = parse_query(query);
-                let per_page = params
-                    .get("per_page")
-                    .and_then(|v| v.parse::<usize>().ok())
-                    .unwrap_or(20);
-                let page = params
-                    .get("page")
-                    .and_then(|v| v.parse::<usize>().ok())
-                    .unwrap_or(1);
-                if per_page == 0 || per_page > 100 || page == 0 {
-                    return self.violation(
-                        method,
-                        uri,
-                        vec![format!("per_page {per_page} / page {page} out of range")],
-                        400,
-                    );
-                }
-                if let Some(sort) = params.get("sort")
-                    && sort != "asc"
-                    && sort != "desc"
+                if dialect.refuses_same_state
+                    && let Some(refusal) = self.refused_transition(sha, &body)
                 {
-                    return self.violation(method, uri, vec![format!("sort {sort:?}")], 400);
+                    return refusal;
                 }
-                if let Some(order) = params.get("order_by")
-                    && order != "created_at"
-                    && order != "updated_at"
-                {
-                    return self.violation(method, uri, vec![format!("order_by {order:?}")], 400);
-                }
-                plain(200, self.comment_page(iid, per_page, page, true))
-            }
-            (
-                "POST",
-                [
-                    "api",
-                    "v4",
-                    "projects",
-                    project,
-                    "merge_requests",
-                    iid,
-                    "notes",
-                ],
-            ) if is_gitlab_project(project) => {
-                let Ok(iid) = iid.parse::<u64>() else {
-                    return self.violation(
-                        method,
-                        uri,
-                        vec!["merge request iid not numeric".into()],
-                        404,
-                    );
-                };
-                match self.comment_body(body.as_ref(), 1_000_000) {
-                    Ok(text) => plain(201, self.create_comment(iid, text)),
-                    Err(problems) => self.violation(method, uri, problems, 400),
-                }
-            }
-            (
-                "PUT",
-                [
-                    "api",
-                    "v4",
-                    "projects",
-                    project,
-                    "merge_requests",
-                    _iid,
-                    "notes",
-                    id,
-                ],
-            ) if is_gitlab_project(project) => match self.comment_body(body.as_ref(), 1_000_000) {
-                Ok(text) => self.update_comment(id, text),
-                Err(problems) => self.violation(method, uri, problems, 400),
-            },
-            _ => self.violation(method, uri, vec!["no such GitLab endpoint".into()], 404),
-        }
-    }
-
-    fn gitea(
-        &mut self,
-        method: &Method,
-        uri: &Uri,
-        path: &str,
-        body: Option<serde_json::Map<String, Value>>,
-    ) -> Answer {
-        let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-        match (method.as_str(), segments.as_slice()) {
-            ("POST", ["api", "v1", "repos", owner, repo, "statuses", sha])
-                if self.is_repo(owner, repo) =>
-            {
-                let problems = check_status_fields(
-                    body.as_ref(),
-                    &["state", "target_url", "description", "context"],
-                    &["state"],
-                    "state",
-                    &["pending", "success", "error", "failure", "warning"],
-                    "context",
-                    255,
-                    sha,
-                );
-                if !problems.is_empty() {
-                    return self.violation(method, uri, problems, 422);
-                }
-                let body = body.unwrap_or_default();
-                self.record_status(sha, &body, "context");
+                self.record_status(sha, &body, dialect.context_field);
                 plain(201, status_echo(&body, self.statuses.len() as u64))
             }
-            (
-                "GET",
-                [
-                    "api",
-                    "v1",
-                    "repos",
-                    owner,
-                    repo,
-                    "issues",
-                    index,
-                    "comments",
-                ],
-            ) if self.is_repo(owner, repo) => {
-                let Ok(index) = index.parse::<u64>() else {
-                    return self.violation(method, uri, vec!["index not numeric".into()], 404);
+            Endpoint::ListComments { number: n } => {
+                let n = match number(n) {
+                    Ok(n) => n,
+                    Err(problem) => return self.violation(method, uri, vec![problem], 404),
                 };
-                plain(200, self.comment_page(index, usize::MAX, 1, false))
-            }
-            (
-                "POST",
-                [
-                    "api",
-                    "v1",
-                    "repos",
-                    owner,
-                    repo,
-                    "issues",
-                    index,
-                    "comments",
-                ],
-            ) if self.is_repo(owner, repo) => {
-                let Ok(index) = index.parse::<u64>() else {
-                    return self.violation(method, uri, vec!["index not numeric".into()], 404);
+                let Some(paging) = &dialect.paging else {
+                    return plain(200, self.comment_page(n, usize::MAX, 1, false));
                 };
-                match self.comment_body(body.as_ref(), usize::MAX) {
-                    Ok(text) => plain(201, self.create_comment(index, text)),
-                    Err(problems) => self.violation(method, uri, problems, 422),
+                match paging.read(&parse_query(uri.query().unwrap_or_default())) {
+                    Ok((per_page, page)) => plain(
+                        200,
+                        self.comment_page(n, per_page, page, self.kind == Kind::GitLab),
+                    ),
+                    Err(problem) => self.violation(method, uri, vec![problem], dialect.invalid),
                 }
             }
-            ("PATCH", ["api", "v1", "repos", owner, repo, "issues", "comments", id])
-                if self.is_repo(owner, repo) =>
-            {
-                match self.comment_body(body.as_ref(), usize::MAX) {
+            Endpoint::PostComment { number: n } => {
+                let n = match number(n) {
+                    Ok(n) => n,
+                    Err(problem) => return self.violation(method, uri, vec![problem], 404),
+                };
+                match self.comment_body(body.as_ref(), dialect.comment_limit) {
+                    Ok(text) => plain(201, self.create_comment(n, text)),
+                    Err(problems) => self.violation(method, uri, problems, dialect.invalid),
+                }
+            }
+            Endpoint::UpdateComment { id } => {
+                match self.comment_body(body.as_ref(), dialect.comment_limit) {
                     Ok(text) => self.update_comment(id, text),
-                    Err(problems) => self.violation(method, uri, problems, 422),
+                    Err(problems) => self.violation(method, uri, problems, dialect.invalid),
                 }
             }
-            _ => self.violation(method, uri, vec!["no such Gitea endpoint".into()], 404),
         }
     }
 
-    fn is_repo(&self, owner: &str, repo: &str) -> bool {
-        owner == OWNER && repo == REPO
+    /// GitLab finds the running-or-pending status of that name and fires the
+    /// transition; firing `run` on running or `enqueue` on pending is refused (400).
+    fn refused_transition(
+        &self,
+        sha: &str,
+        body: &serde_json::Map<String, Value>,
+    ) -> Option<Answer> {
+        let name = body
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("default");
+        let new = body
+            .get("state")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let current = self
+            .statuses
+            .iter()
+            .rev()
+            .find(|s| s.sha == *sha && s.context == name)
+            .map(|s| s.state.as_str());
+        let (event, from) = match (current, new) {
+            (Some("running"), "running") => ("run", "running"),
+            (Some("pending"), "pending") => ("enqueue", "pending"),
+            _ => return None,
+        };
+        Some(plain(
+            400,
+            json!({"message": format!("Cannot transition status via :{event} from :{from} (Reason(s): Status cannot transition via \"{event}\")")}),
+        ))
     }
 
     fn record_status(
@@ -926,14 +658,19 @@ impl ServerState {
         Value::Array(page)
     }
 
-    fn create_comment(&mut self, pr: u64, body: String) -> Value {
+    /// Adds a comment to pull request `pr`; its id.
+    fn add_comment(&mut self, pr: u64, body: String, system: bool) -> u64 {
         self.next_id += 1;
         let id = self.next_id;
-        self.comments.entry(pr).or_default().push(Comment {
-            id,
-            body: body.clone(),
-            system: false,
-        });
+        self.comments
+            .entry(pr)
+            .or_default()
+            .push(Comment { id, body, system });
+        id
+    }
+
+    fn create_comment(&mut self, pr: u64, body: String) -> Value {
+        let id = self.add_comment(pr, body.clone(), false);
         json!({"id": id, "body": body})
     }
 
@@ -956,17 +693,19 @@ fn is_gitlab_project(segment: &str) -> bool {
         || segment.eq_ignore_ascii_case(&GITLAB_PROJECT_PATH.replace('/', "%2F"))
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Every way a status body breaks the forge's documented API.
 fn check_status_fields(
     body: Option<&serde_json::Map<String, Value>>,
-    allowed: &[&str],
-    required: &[&str],
-    state_field: &str,
-    states: &[&str],
-    context_field: &str,
-    description_limit: usize,
+    dialect: &Dialect,
     sha: &str,
 ) -> Vec<String> {
+    let Dialect {
+        status_fields: allowed,
+        states,
+        context_field,
+        description_limit,
+        ..
+    } = *dialect;
     let mut problems = Vec::new();
     if !((sha.len() == 40 || sha.len() == 64) && sha.bytes().all(|b| b.is_ascii_hexdigit())) {
         problems.push(format!("sha {sha:?} is not a full commit id"));
@@ -980,14 +719,12 @@ fn check_status_fields(
             problems.push(format!("unknown field {key:?}"));
         }
     }
-    for key in required {
-        if !body.contains_key(*key) {
-            problems.push(format!("missing required field {key:?}"));
-        }
+    if !body.contains_key("state") {
+        problems.push("missing required field \"state\"".to_string());
     }
-    match body.get(state_field) {
+    match body.get("state") {
         Some(Value::String(s)) if states.contains(&s.as_str()) => {}
-        other => problems.push(format!("{state_field} {other:?} not one of {states:?}")),
+        other => problems.push(format!("state {other:?} not one of {states:?}")),
     }
     match body.get(context_field) {
         Some(Value::String(s)) if !s.is_empty() => {}
@@ -1032,3 +769,219 @@ fn parse_query(query: &str) -> BTreeMap<String, String> {
         })
         .collect()
 }
+
+// ------------------------------------------------------------------ the forges' dialects
+
+/// What a request asks for, in any forge's terms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Endpoint<'a> {
+    /// Create a commit status on `sha`.
+    PostStatus { sha: &'a str },
+    /// List the comments (GitLab: notes) of pull request (merge request, issue) `number`.
+    ListComments { number: &'a str },
+    /// Comment on pull request `number`.
+    PostComment { number: &'a str },
+    /// Edit comment `id`.
+    UpdateComment { id: &'a str },
+}
+
+impl<'a> Endpoint<'a> {
+    /// `GET` (list) or `POST` (create) on the comments of `number`.
+    fn comments(method: &str, number: &'a str) -> Endpoint<'a> {
+        if method == "GET" {
+            Endpoint::ListComments { number }
+        } else {
+            Endpoint::PostComment { number }
+        }
+    }
+}
+
+/// Which endpoint `method path` is on the forge `kind`, or the problem (a 404).
+fn route<'a>(kind: Kind, method: &str, path: &'a str) -> Result<Endpoint<'a>, String> {
+    let not_found = || format!("no such {} endpoint", Dialect::of(kind).name);
+    let ours = |owner: &str, name: &str| owner == OWNER && name == REPO;
+    match kind {
+        Kind::GitLab => {
+            let rest = path
+                .strip_prefix("/api/v4/projects/")
+                .ok_or_else(not_found)?;
+            let segments: Vec<&str> = rest.split('/').collect();
+            match (method, segments.as_slice()) {
+                ("POST", [project, "statuses", sha]) => {
+                    if is_gitlab_project(project) {
+                        Ok(Endpoint::PostStatus { sha })
+                    } else {
+                        Err(format!(
+                            "project {project:?} is neither the id nor the URL-encoded path"
+                        ))
+                    }
+                }
+                (method @ ("GET" | "POST"), [project, "merge_requests", iid, "notes"])
+                    if is_gitlab_project(project) =>
+                {
+                    Ok(Endpoint::comments(method, iid))
+                }
+                ("PUT", [project, "merge_requests", _, "notes", id])
+                    if is_gitlab_project(project) =>
+                {
+                    Ok(Endpoint::UpdateComment { id })
+                }
+                _ => Err(not_found()),
+            }
+        }
+        // Gitea's API is GitHub's paths under /api/v1; Enterprise's under /api/v3.
+        Kind::GitHub | Kind::GitHubEnterprise | Kind::Gitea => {
+            let rest = match kind {
+                Kind::GitHubEnterprise => path
+                    .strip_prefix("/api/v3")
+                    .ok_or_else(|| "not under /api/v3".to_string())?,
+                Kind::Gitea => path.strip_prefix("/api/v1").ok_or_else(not_found)?,
+                _ => path,
+            };
+            let segments: Vec<&str> = rest.trim_start_matches('/').split('/').collect();
+            match (method, segments.as_slice()) {
+                ("POST", ["repos", owner, name, "statuses", sha]) if ours(owner, name) => {
+                    Ok(Endpoint::PostStatus { sha })
+                }
+                (
+                    method @ ("GET" | "POST"),
+                    ["repos", owner, name, "issues", number, "comments"],
+                ) if ours(owner, name) => Ok(Endpoint::comments(method, number)),
+                ("PATCH", ["repos", owner, name, "issues", "comments", id])
+                    if ours(owner, name) =>
+                {
+                    Ok(Endpoint::UpdateComment { id })
+                }
+                _ => Err(not_found()),
+            }
+        }
+    }
+}
+
+/// How one forge's API differs from another's where the endpoints do the same.
+#[derive(Debug)]
+struct Dialect {
+    /// For "no such ... endpoint".
+    name: &'static str,
+    /// The answer to an invalid body or query (GitHub and Gitea 422, GitLab 400).
+    invalid: u16,
+    /// The fields a status body may have.
+    status_fields: &'static [&'static str],
+    /// The values of its `state`.
+    states: &'static [&'static str],
+    /// The field naming the status's context.
+    context_field: &'static str,
+    /// The longest description, in characters.
+    description_limit: usize,
+    /// What the pull-request number in a path is called, for "... not numeric".
+    number: &'static str,
+    /// How comment lists page; `None`: one page with every comment.
+    paging: Option<Paging>,
+    /// The longest comment, in characters.
+    comment_limit: usize,
+    /// Setting a status to the state it already has is refused (GitLab).
+    refuses_same_state: bool,
+}
+
+/// The query of a paged list: `per_page` and `page`, and parameters with a fixed set of
+/// values.
+#[derive(Debug)]
+struct Paging {
+    default_per_page: usize,
+    /// (parameter, the values it may have).
+    choices: &'static [(&'static str, &'static [&'static str])],
+}
+
+impl Paging {
+    /// (per_page, page) of `params`, or the problem with them.
+    fn read(&self, params: &BTreeMap<String, String>) -> Result<(usize, usize), String> {
+        let number = |key: &str, default: usize| {
+            params
+                .get(key)
+                .and_then(|v| v.parse::<usize>().ok())
+                .unwrap_or(default)
+        };
+        let per_page = number("per_page", self.default_per_page);
+        let page = number("page", 1);
+        if per_page == 0 || per_page > 100 || page == 0 {
+            return Err(format!("per_page {per_page} / page {page} out of range"));
+        }
+        for (key, allowed) in self.choices {
+            if let Some(value) = params.get(*key)
+                && !allowed.contains(&value.as_str())
+            {
+                return Err(format!("{key} {value:?}"));
+            }
+        }
+        Ok((per_page, page))
+    }
+}
+
+impl Dialect {
+    fn of(kind: Kind) -> &'static Dialect {
+        match kind {
+            Kind::GitHub | Kind::GitHubEnterprise => &GITHUB,
+            Kind::GitLab => &GITLAB,
+            Kind::Gitea => &GITEA,
+        }
+    }
+}
+
+static GITHUB: Dialect = Dialect {
+    name: "GitHub",
+    invalid: 422,
+    status_fields: &["state", "target_url", "description", "context"],
+    states: &["error", "failure", "pending", "success"],
+    context_field: "context",
+    description_limit: 140,
+    number: "pull number",
+    paging: Some(Paging {
+        default_per_page: 30,
+        choices: &[],
+    }),
+    comment_limit: 65_536,
+    refuses_same_state: false,
+};
+
+static GITLAB: Dialect = Dialect {
+    name: "GitLab",
+    invalid: 400,
+    status_fields: &[
+        "state",
+        "ref",
+        "name",
+        "context",
+        "target_url",
+        "description",
+        "coverage",
+        "pipeline_id",
+    ],
+    states: &[
+        "pending", "running", "success", "failed", "canceled", "skipped",
+    ],
+    context_field: "name",
+    description_limit: 255,
+    number: "merge request iid",
+    paging: Some(Paging {
+        default_per_page: 20,
+        choices: &[
+            ("sort", &["asc", "desc"]),
+            ("order_by", &["created_at", "updated_at"]),
+        ],
+    }),
+    comment_limit: 1_000_000,
+    refuses_same_state: true,
+};
+
+static GITEA: Dialect = Dialect {
+    name: "Gitea",
+    invalid: 422,
+    status_fields: &["state", "target_url", "description", "context"],
+    states: &["pending", "success", "error", "failure", "warning"],
+    context_field: "context",
+    description_limit: 255,
+    number: "index",
+    paging: None,
+    comment_limit: usize::MAX,
+    refuses_same_state: false,
+};

@@ -1,7 +1,12 @@
 //! Helpers for the reconciler's tests against the simulated cluster: a real git config
 //! repository in a temp dir, a sim without kubelets, a test double that plays the node
-//! agent's side of the protocol, and readers of the sim's request log.
+//! agent's side of the protocol, waits with a safety-net limit, and readers of the sim's
+//! request log. [`commands`] (the built binary, the git CLI) needs no sim: tests without
+//! one include it alone, as `#[path = "support/commands.rs"] mod commands;`, and
+//! `options.rs` (the options the binaries declare) the same way.
 #![allow(dead_code)]
+
+pub mod commands;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -21,6 +26,7 @@ use kubelet_gitops_sim::resources::kinds;
 use kubelet_gitops_sim::store::{ListOptions, WriteOptions};
 use reconciler::controller::{KubeSource, RunConfig, RunningController, SyncState};
 use reconciler::git::{GitAuth, GitConfig};
+use reconciler::rollout::PoolPhase;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -31,6 +37,9 @@ pub const NS: &str = "kubelet-gitops";
 pub const POOL_LABEL: &str = "node.kubernetes.io/pool";
 /// User-Agent prefix of the agent double's writes: `.../applying` and `.../outcome`.
 pub const AGENT_UA: &str = "agent-double";
+/// The limit of a wait for a rollout: only a stuck one reaches it (no wait is a speed
+/// assertion).
+pub const LONG: Duration = Duration::from_secs(90);
 
 /// A git repository with a work tree, committed to with libgit2.
 pub struct ConfigRepo {
@@ -62,6 +71,25 @@ impl ConfigRepo {
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, content).unwrap();
         self
+    }
+
+    /// Writes the settings file ([`settings_yaml`]) and, for each `(name, rollout,
+    /// kubelet)`, the pool file `pools/<name>.yaml` (see [`ConfigRepo::pool`]).
+    pub fn settings_and_pools(&self, pools: &[(&str, &str, &str)]) -> &Self {
+        self.write("kubelet-gitops.yaml", &settings_yaml());
+        for (name, rollout, kubelet) in pools {
+            self.pool(name, rollout, kubelet);
+        }
+        self
+    }
+
+    /// Writes `pools/<name>.yaml`: pool `name` selecting the nodes of the inventory's
+    /// pool `name` ([`pool_yaml`]).
+    pub fn pool(&self, name: &str, rollout: &str, kubelet: &str) -> &Self {
+        self.write(
+            &format!("pools/{name}.yaml"),
+            &pool_yaml(name, name, rollout, kubelet),
+        )
     }
 
     /// Removes `rel` from the work tree.
@@ -113,8 +141,10 @@ pub struct Harness {
 }
 
 impl Harness {
-    /// Starts a sim of `inventory` (no kubelets) with namespace [`NS`].
+    /// Starts a sim of `inventory` (no kubelets) with namespace [`NS`], the test's
+    /// logging first ([`init_tracing`]).
     pub async fn start(inventory: Inventory) -> Harness {
+        init_tracing();
         let dir = tempfile::tempdir().unwrap();
         let mut config = SimConfig::new(inventory, dir.path().join("sim"));
         config.kubelets = false;
@@ -130,6 +160,13 @@ impl Harness {
             repo,
             agent: None,
         }
+    }
+
+    /// [`Harness::start`], then the agent double with `options`.
+    pub async fn with_agent(inventory: Inventory, options: AgentOptions) -> Harness {
+        let mut h = Harness::start(inventory).await;
+        h.start_agent(options).await;
+        h
     }
 
     /// Starts the agent double (see [`AgentDouble`]).
@@ -186,19 +223,56 @@ impl Harness {
     /// Waits until `done` holds for the Nodes (a safety net of `limit`; not a speed
     /// assertion: it fails only when the rollout is stuck).
     pub async fn wait_nodes(&self, what: &str, limit: Duration, done: impl Fn(&[Value]) -> bool) {
-        let start = Instant::now();
-        loop {
+        eventually(what, limit, || {
             let nodes = self.nodes();
             if done(&nodes) {
-                return;
+                Ok(())
+            } else {
+                Err(format!("nodes: {}", summary(&nodes)))
             }
-            if start.elapsed() > limit {
-                panic!(
-                    "{what}: not reached in {limit:?}; nodes: {}",
-                    summary(&nodes)
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+        })
+        .await;
+    }
+
+    /// What the cluster holds now, to compare with after a commit that must not apply;
+    /// clears the request log, so that [`Harness::assert_nothing_applied`] sees only the
+    /// requests sent from now on.
+    pub fn snapshot(&self) -> Snapshot {
+        let snapshot = Snapshot {
+            nodes: self.nodes(),
+            configmaps: self.configmaps(),
+        };
+        self.sim.request_log().reset();
+        snapshot
+    }
+
+    /// After three more successful reconciles of `r`: no reconciler wrote anything since
+    /// `before` was taken (`what` says why it must not have), the ConfigMaps are as they
+    /// were, and every node is told to run what it was told to run.
+    pub async fn assert_nothing_applied(
+        &self,
+        r: &RunningController,
+        before: &Snapshot,
+        what: &str,
+    ) {
+        let since = ok_reconciles(r);
+        wait_reconciles(r, since, 3).await;
+        let entries = self.sim.request_log().entries();
+        assert!(
+            reconciler_writes(&entries).is_empty(),
+            "{what}: {:?}",
+            reconciler_writes(&entries)
+        );
+        assert_eq!(self.configmaps(), before.configmaps);
+        let nodes = self.nodes();
+        assert_eq!(nodes.len(), before.nodes.len());
+        for (a, b) in before.nodes.iter().zip(&nodes) {
+            assert_eq!(
+                ann(a, DESIRED_CONFIG),
+                ann(b, DESIRED_CONFIG),
+                "{}",
+                name(a)
+            );
         }
     }
 
@@ -209,6 +283,43 @@ impl Harness {
         }
         self.sim.shutdown().await;
     }
+
+    /// Stops `r`, which must stop cleanly, then [`Harness::shutdown`].
+    pub async fn finish(self, r: RunningController) {
+        r.stop().await.unwrap();
+        self.shutdown().await;
+    }
+}
+
+/// The Nodes and ConfigMaps at one moment ([`Harness::snapshot`]).
+pub struct Snapshot {
+    pub nodes: Vec<Value>,
+    pub configmaps: Vec<Value>,
+}
+
+/// Polls `probe` until it gives `Ok`, failing the test with `what` and the last `Err`
+/// (what the probe saw) once `limit` has passed. `limit` is a safety net that only a
+/// stuck system reaches, not a speed assertion.
+pub async fn eventually<T>(
+    what: &str,
+    limit: Duration,
+    mut probe: impl FnMut() -> Result<T, String>,
+) -> T {
+    let start = Instant::now();
+    loop {
+        match probe() {
+            Ok(v) => return v,
+            Err(seen) if start.elapsed() > limit => {
+                panic!("{what}: not reached in {limit:?}; {seen}")
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+}
+
+/// Whether the controller reports `pools` pools, every one Complete.
+pub fn all_complete(s: &SyncState, pools: usize) -> bool {
+    s.pools.len() == pools && s.pools.iter().all(|p| p.phase == PoolPhase::Complete)
 }
 
 /// Waits until the controller's state satisfies `f`.
@@ -295,6 +406,16 @@ pub struct AgentOptions {
     pub apply_delay: Duration,
     /// A config whose rendered text contains this rolls back.
     pub fail_marker: Option<String>,
+}
+
+impl AgentOptions {
+    /// The default options, but a config whose rendered text contains `marker` rolls back.
+    pub fn rolling_back(marker: &str) -> AgentOptions {
+        AgentOptions {
+            fail_marker: Some(marker.to_string()),
+            ..AgentOptions::default()
+        }
+    }
 }
 
 impl Default for AgentOptions {
@@ -636,12 +757,16 @@ pub fn ok_reconciles(r: &RunningController) -> u64 {
 
 /// Waits until `r` has completed `n` more successful reconciles than `since`.
 pub async fn wait_reconciles(r: &RunningController, since: u64, n: u64) {
-    let start = Instant::now();
-    while ok_reconciles(r) < since + n {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "reconciles stopped"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually("reconciles stopped", Duration::from_secs(30), || {
+        let done = ok_reconciles(r);
+        if done >= since + n {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} of {n} more reconciles",
+                done.saturating_sub(since)
+            ))
+        }
+    })
+    .await;
 }
