@@ -18,7 +18,7 @@ use kube::{Api, Client};
 use kubelet_gitops_core::protocol::{self, DESIRED_CONFIG, HEALTH_TIMEOUT, LKG_GRACE};
 use kubelet_gitops_sim::cluster::{Sim, SimConfig};
 use kubelet_gitops_sim::inventory::Inventory;
-use kubelet_gitops_sim::kubelet::KubeletOptions;
+use kubelet_gitops_sim::kubelet::{KubeletOptions, KubeletPaths};
 use kubelet_gitops_sim::resources::kinds;
 use serde_json::json;
 
@@ -128,21 +128,6 @@ async fn main() {
         .await
         .expect("namespace");
 
-    // The stand-in kubelet computes the pods cgroup with its node's proc/sys/kernel/pid_max
-    // (the sim writes this host's value there); the agent reads the host's unless the
-    // Node's capacity has `pid`. Give it the same value explicitly.
-    wait("the Node", || {
-        sim.store().get(kinds::nodes(), None, "w1").is_ok()
-    })
-    .await;
-    let pid_capacity = json!({"status": {"capacity": {
-        "pid": kubelet_gitops_sim::kubelet::host_pid_max().to_string()
-    }}});
-    Api::<Node>::all(client.clone())
-        .patch_status("w1", &PatchParams::default(), &Patch::Merge(&pid_capacity))
-        .await
-        .expect("pid capacity");
-
     let root = sim.node_root("w1");
     let kubelet_url = sim.kubelet("w1").expect("kubelet").url();
     let stamps = dir.path().join("restarts");
@@ -156,20 +141,18 @@ async fn main() {
         .args([
             "--node-name=w1".to_string(),
             format!("--kubeconfig={}", sim.kubeconfig_path().display()),
-            format!("--checkpoint-dir={}", dir.path().join("agent").display()),
-            format!(
-                "--kubelet-config={}",
-                root.join("var/lib/kubelet/config.yaml").display()
-            ),
-            format!(
-                "--flags-file={}",
-                root.join("var/lib/kubelet/kubeadm-flags.env").display()
-            ),
+            // As a DaemonSet runs it: the node's root is the host root, and every path
+            // is a path on the node (the agent reads the node's pid_max there, the one
+            // its kubelet reads).
+            format!("--host-root={}", root.display()),
+            "--checkpoint-dir=/var/lib/kubelet-gitops".into(),
+            format!("--kubelet-config={}", KubeletPaths::CONFIG),
+            format!("--flags-file={}", KubeletPaths::FLAGS_ENV),
             "--restart-method=command".into(),
             format!("--restart-command={restart}"),
             format!("--healthz-url={kubelet_url}/healthz"),
             format!("--configz-url={kubelet_url}/configz"),
-            format!("--cgroup-root={}", root.join("sys/fs/cgroup").display()),
+            format!("--cgroup-root={}", KubeletPaths::CGROUP_ROOT),
             "--admin-addr=127.0.0.1:0".into(),
             "--log=warn".into(),
         ])

@@ -43,6 +43,10 @@ async fn an_assigned_config_is_applied_and_the_kubelet_runs_it() {
         "True",
         "the kubelet's own conditions are kept"
     );
+    // Under its host root the agent found what a node has (containerd's socket,
+    // resolv.conf): no pre-flight warning in the Done message.
+    let message = annotation(&node, MESSAGE).unwrap_or_default();
+    assert!(!message.contains("warning:"), "{message}");
 
     assert_eq!(
         h.config_file_valid(),

@@ -230,9 +230,11 @@ fn a_systemd_unit_with_drop_ins_expands_like_systemd() {
 
 #[test]
 fn the_sims_flags_file_reads_back_as_the_stand_in_reads_it() {
-    // The sim writes its node's command line as KUBELET_KUBEADM_ARGS with absolute paths
-    // under the node root; read through the kubeadm layout, --config is the sim's (the
-    // drop-in's own --config comes first and loses).
+    // The sim writes its node's command line as KUBELET_KUBEADM_ARGS with paths on the
+    // node, as kubeadm does; read through the kubeadm layout with the node's root as the
+    // host root (the agent's --flags-file default), --config is the sim's (the drop-in's
+    // own --config comes first and loses), and it names the file the agent then reads
+    // under that root.
     let host = tempfile::tempdir().unwrap();
     let node_root = host.path().join("nodes/w1");
     let paths = kubelet_gitops_sim::kubelet::KubeletPaths::new(&node_root);
@@ -242,15 +244,14 @@ fn the_sims_flags_file_reads_back_as_the_stand_in_reads_it() {
     )
     .unwrap();
     paths.prepare(&inv.nodes[0], true).unwrap();
-    let flags = read_flags(
-        &FlagSource::Files(vec![paths.flags_env.clone()]),
-        Path::new("/"),
-    )
-    .unwrap();
-    assert_eq!(flags.config_file(), Some(paths.config.to_str().unwrap()));
-    assert_eq!(
-        flags.config_dir(),
-        Some(paths.drop_in_dir.to_str().unwrap())
-    );
+    let flags = read_flags(&FlagSource::kubeadm_files(), &node_root).unwrap();
+    assert_eq!(flags.config_file(), Some("/var/lib/kubelet/config.yaml"));
+    assert_eq!(flags.config_dir(), Some("/etc/kubernetes/kubelet.conf.d"));
     assert_eq!(flags.value("max-pods"), Some("20"));
+    let config = flags.config_file().unwrap();
+    assert_eq!(host_path(&node_root, config), paths.config);
+    assert_eq!(
+        host_path(&node_root, flags.config_dir().unwrap()),
+        paths.drop_in_dir
+    );
 }

@@ -4,13 +4,15 @@
 
 mod host_support;
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use host_support::{config, handle, kubelet_client, node_context, start_sim};
 use kubelet_gitops_core::protocol::reason;
-use kubelet_gitops_sim::kubelet::KubeletPhase;
+use kubelet_gitops_sim::kubelet::{KubeletPaths, KubeletPhase};
 use node_agent::cgroups::{self, verify_pods};
 use node_agent::checkpoint::write_atomic;
+use node_agent::hostflags::host_path;
 use node_agent::validate::{Placement, Rejection, effective_config, validate_payload};
 
 const KUBE_RESERVED: &str = "enforceNodeAllocatable: [pods, kube-reserved]\nkubeReserved: {cpu: 500m, memory: 512Mi}\nkubeReservedCgroup: /kube.slice\n";
@@ -104,7 +106,8 @@ async fn rejections_in_the_kubelets_words() {
     let dir = tempfile::tempdir().unwrap();
     let sim = start_sim(dir.path(), None, true).await;
     let ctx = node_context(&sim);
-    let config_path = handle(&sim).paths().config.display().to_string();
+    // Named as the node (and the kubelet's flags) name it.
+    let config_path = KubeletPaths::CONFIG;
 
     // Strict decode: a misspelled field, with file, line and suggestion.
     let r = rejected(validate_payload(
@@ -112,7 +115,7 @@ async fn rejections_in_the_kubelets_words() {
         &ctx,
     ));
     assert_eq!(r.reason, reason::LOAD_ERROR);
-    assert!(r.detail.starts_with(&config_path), "{}", r.detail);
+    assert!(r.detail.starts_with(config_path), "{}", r.detail);
     assert!(
         r.detail.contains("maxPod") && r.detail.contains("did you mean `maxPods`"),
         "{}",
@@ -195,14 +198,11 @@ async fn a_missing_path_is_new_or_as_before() {
     let sim = start_sim(dir.path(), None, true).await;
     let k = handle(&sim);
     let ctx = node_context(&sim);
-    let manifests = dir.path().join("manifests");
+    // A path on the node (kubeadm's /etc/kubernetes/manifests is there already).
+    let manifests = "/srv/manifests";
 
     // Newly named and missing: rejected.
-    let with_static = config(
-        &sim,
-        30,
-        &format!("staticPodPath: {}\n", manifests.display()),
-    );
+    let with_static = config(&sim, 30, &format!("staticPodPath: {manifests}\n"));
     let r = rejected(validate_payload(with_static.as_bytes(), &ctx));
     assert!(
         r.detail.contains("staticPodPath") && r.detail.contains("static pods"),
@@ -213,12 +213,7 @@ async fn a_missing_path_is_new_or_as_before() {
     // Already what the node runs with: a warning.
     write_atomic(&k.paths().config, with_static.as_bytes()).unwrap();
     let v = validate_payload(
-        config(
-            &sim,
-            25,
-            &format!("staticPodPath: {}\n", manifests.display()),
-        )
-        .as_bytes(),
+        config(&sim, 25, &format!("staticPodPath: {manifests}\n")).as_bytes(),
         &ctx,
     )
     .unwrap();
@@ -232,8 +227,8 @@ async fn a_missing_path_is_new_or_as_before() {
     assert_eq!(v.current.as_ref().and_then(|c| c.max_pods), Some(30));
     assert_eq!(v.effective.max_pods, Some(25));
 
-    // Present: nothing to say.
-    std::fs::create_dir(&manifests).unwrap();
+    // Present on the node: nothing to say.
+    std::fs::create_dir_all(host_path(&ctx.host_root, manifests)).unwrap();
     let v = validate_payload(with_static.as_bytes(), &ctx).unwrap();
     assert!(
         v.warnings.iter().all(|w| !w.contains("staticPodPath")),
@@ -277,14 +272,15 @@ async fn drop_in_mode_merges_over_the_nodes_file() {
     let k = handle(&sim);
     let kubelet = kubelet_client(&sim);
     let mut ctx = node_context(&sim);
-    let drop_in_dir = k.paths().drop_in_dir.clone();
+    // The directory as the node (and the kubelet's --config-dir) names it.
+    let drop_in_dir = PathBuf::from(KubeletPaths::DROP_IN_DIR);
     ctx.placement = Placement::DropIn {
         dir: drop_in_dir.clone(),
         name: "50-kubelet-gitops.conf".into(),
     };
     // Someone else's drop-in sorts after ours and wins for what it sets.
     write_atomic(
-        &drop_in_dir.join("90-admin.conf"),
+        &k.paths().drop_in_dir.join("90-admin.conf"),
         b"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nimageGCHighThresholdPercent: 90\n",
     )
     .unwrap();
@@ -299,7 +295,7 @@ async fn drop_in_mode_merges_over_the_nodes_file() {
     );
 
     // Written where the stand-in reads drop-ins, it runs exactly that.
-    write_atomic(&ctx.placement.target(), fragment).unwrap();
+    write_atomic(&host_path(&ctx.host_root, ctx.placement.target()), fragment).unwrap();
     kubelet.restart().await.unwrap();
     kubelet
         .wait_ready(&v.effective, Duration::from_secs(10))
@@ -318,10 +314,45 @@ async fn drop_in_mode_merges_over_the_nodes_file() {
         reason::INTERNAL_ERROR
     );
     ctx.placement = Placement::ConfigFile {
-        path: dir.path().join("elsewhere.yaml"),
+        path: PathBuf::from("/etc/kubernetes/elsewhere.yaml"),
     };
     let r = rejected(validate_payload(fragment, &ctx));
     assert_eq!(r.reason, reason::INTERNAL_ERROR);
     assert!(r.detail.contains("--config="), "{}", r.detail);
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_sim_node_has_what_the_pre_flight_looks_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = start_sim(dir.path(), None, true).await;
+    let k = handle(&sim);
+    let ctx = node_context(&sim);
+
+    // The node's own config (the kubelet's defaults: containerd's socket, /etc/resolv.conf)
+    // and the files a kubeadm config names are all on the node, under the host root.
+    let v = validate_payload(config(&sim, 30, "").as_bytes(), &ctx).unwrap();
+    assert_eq!(v.warnings, Vec::<String>::new());
+    let kubeadm = "apiVersion: kubelet.config.k8s.io/v1beta1\n\
+                   kind: KubeletConfiguration\n\
+                   cgroupDriver: systemd\n\
+                   maxPods: 30\n\
+                   containerRuntimeEndpoint: unix:///run/containerd/containerd.sock\n\
+                   resolvConf: /run/systemd/resolve/resolv.conf\n\
+                   staticPodPath: /etc/kubernetes/manifests\n\
+                   authentication:\n  x509:\n    clientCAFile: /etc/kubernetes/pki/ca.crt\n";
+    let v = validate_payload(kubeadm.as_bytes(), &ctx).unwrap();
+    assert_eq!(v.warnings, Vec::<String>::new());
+
+    // Without containerd's socket the same config is reported: the check is the agent's.
+    std::fs::remove_file(&k.paths().containerd_socket).unwrap();
+    let v = validate_payload(config(&sim, 30, "").as_bytes(), &ctx).unwrap();
+    assert!(
+        v.warnings.iter().any(|w| w.starts_with(
+            "containerRuntimeEndpoint unix:///run/containerd/containerd.sock: no socket at /run/containerd/containerd.sock"
+        )),
+        "{:?}",
+        v.warnings
+    );
     sim.shutdown().await;
 }

@@ -290,7 +290,6 @@ impl Demo {
             })?;
         let mut pools: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for node in &sim.inventory().nodes {
-            nodes::prepare_node(&sim.node_root(&node.name))?;
             let pool = node
                 .labels
                 .get("node.kubernetes.io/pool")

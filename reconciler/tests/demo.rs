@@ -284,6 +284,28 @@ fn the_demo_rolls_out_halts_on_a_rollback_and_notes_the_statuses() {
             "{node} and the bad config"
         );
 
+        // The kubelet's flags name paths on the node, as kubeadm writes them, never the
+        // node's root; the agent read them with --host-root=<root>, and found everything
+        // a node has (containerd's socket included): no validation warning.
+        let flags =
+            std::fs::read_to_string(root.join("var/lib/kubelet/kubeadm-flags.env")).unwrap();
+        assert!(
+            flags.contains("--config=/var/lib/kubelet/config.yaml ")
+                && flags.contains("--config-dir=/etc/kubernetes/kubelet.conf.d"),
+            "{node}: {flags}"
+        );
+        assert!(
+            !flags.contains(&root.display().to_string()),
+            "{node}'s flags name its root: {flags}"
+        );
+        let agent_log =
+            std::fs::read_to_string(workdir.join("logs").join(format!("agent-{node}.log")))
+                .unwrap();
+        assert!(
+            !agent_log.contains("validation warning"),
+            "{node}'s agent warned:\n{agent_log}"
+        );
+
         // Kubelet starts: the first, one per config the node moved to, none for the bad
         // config elsewhere (gpu-1's failed starts are not "Started", its rollback is).
         let log = std::fs::read_to_string(root.join("var/log/kubelet.log")).unwrap();

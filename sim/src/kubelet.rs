@@ -1,24 +1,34 @@
 //! A stand-in kubelet per simulated node, which behaves like a kubelet from the outside.
 //!
-//! Each node has a root directory laid out like a kubeadm host ([`KubeletPaths`]):
+//! Each node has a root directory, the node's `/`, laid out like a kubeadm host
+//! ([`KubeletPaths`]; paths as the node sees them):
 //!
-//! | path under the root | what |
+//! | path on the node | what |
 //! | --- | --- |
-//! | `var/lib/kubelet/config.yaml` | the `--config` file (the sim writes a small valid one) |
-//! | `etc/kubernetes/kubelet.conf.d/` | the `--config-dir` drop-in directory |
-//! | `var/lib/kubelet/kubeadm-flags.env` | `KUBELET_KUBEADM_ARGS="..."`: the kubelet's command line |
-//! | `sys/fs/cgroup/` | a plain directory tree standing in for cgroupfs (v2, or v1 with one tree per controller) |
-//! | `proc/sys/kernel/pid_max` | the kubelet's internal `pid` capacity, read at each start (written once with this host's value) |
-//! | `var/log/kubelet.log` | klog-style lines: what it started with, why it exited |
+//! | `/var/lib/kubelet/config.yaml` | the `--config` file (the sim writes a small valid one) |
+//! | `/etc/kubernetes/kubelet.conf.d/` | the `--config-dir` drop-in directory |
+//! | `/var/lib/kubelet/kubeadm-flags.env` | `KUBELET_KUBEADM_ARGS="..."`: the kubelet's command line |
+//! | `/sys/fs/cgroup/` | a plain directory tree standing in for cgroupfs (v2, or v1 with one tree per controller) |
+//! | `/proc/sys/kernel/pid_max` | the kubelet's internal `pid` capacity, read at each start (written once with this host's value) |
+//! | `/proc/swaps` | the header only: no swap |
+//! | `/run/containerd/containerd.sock` | a listening Unix socket standing in for containerd's ([`runtime`]) |
+//! | `/etc/kubernetes/pki/ca.crt`, `/etc/kubernetes/manifests/`, `/etc/resolv.conf`, `/run/systemd/resolve/resolv.conf` | what a kubeadm node on Ubuntu has and kubelet configs name (`clientCAFile`, `staticPodPath`, `resolvConf`); the CA is a placeholder, not a certificate |
+//! | `/var/log/kubelet.log` | klog-style lines: what it started with, why it exited |
 //!
-//! The paths in the flags are absolute (`--config=<root>/var/lib/kubelet/config.yaml`),
-//! so whatever reads the command line finds the files without knowing the root.
+//! The flags name the files as on a real node (`--config=/var/lib/kubelet/config.yaml
+//! --config-dir=/etc/kubernetes/kubelet.conf.d`): nothing in a node's files names its
+//! root. The stand-in resolves every path it reads from its flags and configuration
+//! under its node's root as a process chrooted there would ([`noderoot::resolve`]: `..`
+//! stops at the root, symlinks are followed inside it), and whatever else reads a node's
+//! files, such as a node agent, does the same with the root as its host root
+//! (`--host-root=<root>`, as a DaemonSet pod reads the host's `/` at `/host`).
 //!
 //! On every (re)start it re-reads everything and does what the kubelet does with its
 //! configuration ([`kubelet_gitops_core`]): parse the flags, build the effective config
 //! (defaults, file, drop-ins, flags), validate it for the host's cgroup version, compute
-//! node allocatable from the node's capacity, create the pods cgroup and check that the
-//! reserved cgroups that `enforceNodeAllocatable` names exist. If all passes it runs:
+//! node allocatable from the node's capacity, dial the container runtime's socket, create
+//! the pods cgroup and check that the reserved cgroups that `enforceNodeAllocatable`
+//! names exist. If all passes it runs:
 //! it serves `/healthz` and `/configz` on `127.0.0.1:<port>` (one port for both; the port
 //! stays the same across restarts), posts its Node's status (Ready, capacity,
 //! allocatable), and renews its Lease in `kube-node-lease`. If anything fails it exits:
@@ -26,13 +36,15 @@
 //! state and in `kubelet.log`, and after [`KubeletOptions::not_ready_delay`] the Node
 //! turns `Ready=False` (reason `KubeletNotReady`, the exit reason in the message). Like
 //! systemd's `Restart=always`, an exited kubelet is started again after
-//! [`KubeletOptions::restart_after_exit`].
+//! [`KubeletOptions::restart_after_exit`]. The runtime's socket listens for as long as
+//! the node's stand-in exists, whatever its kubelet does.
 //!
 //! Deliberate differences from a real cluster: a real Node goes `Ready=Unknown`
 //! (`NodeStatusUnknown`) 40 s after its kubelet stops renewing the Lease; here it goes
 //! `Ready=False` after a short, configurable delay, with the reason in the message, so
 //! tests and `kubectl describe node` see why. `/healthz` and `/configz` are plain http
-//! without authentication, on one port.
+//! without authentication, on one port. The runtime's socket accepts connections and
+//! speaks no CRI.
 //!
 //! Control: [`KubeletHandle::restart`], the HTTP endpoints of [`control_router`]
 //! (`POST /sim/v1/nodes/{name}/kubelet/restart`, `GET /sim/v1/nodes/{name}/kubelet`),
@@ -41,6 +53,8 @@
 
 mod api;
 mod node;
+pub mod noderoot;
+pub mod runtime;
 mod serve;
 mod startup;
 
@@ -108,50 +122,109 @@ impl Default for KubeletOptions {
     }
 }
 
-/// Where a node's kubelet keeps its files, under the node's root directory.
+/// Files a kubeadm node on Ubuntu has that kubelet configurations name, with their
+/// content: (path on the node, content). Written once; a node keeps its disk.
+const HOST_FILES: &[(&str, &str)] = &[
+    (
+        "/etc/kubernetes/pki/ca.crt",
+        "# Stands in for the cluster CA certificate kubeadm writes here (clientCAFile).\n\
+         # The simulated kubelet serves plain HTTP and never reads it.\n",
+    ),
+    (
+        "/etc/resolv.conf",
+        "# systemd-resolved's stub resolver (the kubelet's default resolvConf)\n\
+         nameserver 127.0.0.53\noptions edns0 trust-ad\nsearch .\n",
+    ),
+    (
+        "/run/systemd/resolve/resolv.conf",
+        "# systemd-resolved's upstream servers (resolvConf on systemd-resolved hosts)\n\
+         nameserver 10.0.0.2\n",
+    ),
+    (
+        "/proc/swaps",
+        "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n",
+    ),
+];
+
+/// Directories a kubeadm node has that kubelet configurations name.
+const HOST_DIRS: &[&str] = &["/etc/kubernetes/manifests"];
+
+/// Where a node's kubelet keeps its files: the node's root directory (its `/`) and, as
+/// paths on this machine, the files under it. The associated constants are the same
+/// files as the node sees them, which is how its flags name them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct KubeletPaths {
     /// The node's root (its `/`).
     pub root: PathBuf,
-    /// `var/lib/kubelet/config.yaml`: the `--config` file.
+    /// [`KubeletPaths::CONFIG`] under the root: the `--config` file.
     pub config: PathBuf,
-    /// `etc/kubernetes/kubelet.conf.d`: the `--config-dir` drop-in directory.
+    /// [`KubeletPaths::DROP_IN_DIR`] under the root: the `--config-dir` drop-in directory.
     pub drop_in_dir: PathBuf,
-    /// `var/lib/kubelet/kubeadm-flags.env`: the kubelet's command line.
+    /// [`KubeletPaths::FLAGS_ENV`] under the root: the kubelet's command line.
     pub flags_env: PathBuf,
-    /// `sys/fs/cgroup`: the cgroup tree.
+    /// [`KubeletPaths::CGROUP_ROOT`] under the root: the cgroup tree.
     pub cgroup_root: PathBuf,
-    /// `proc/sys/kernel/pid_max`: the node's `pid_max`, the kubelet's internal `pid`
-    /// capacity.
+    /// [`KubeletPaths::PID_MAX`] under the root: the node's `pid_max`, the kubelet's
+    /// internal `pid` capacity.
     pub pid_max: PathBuf,
-    /// `var/log/kubelet.log`.
+    /// [`KubeletPaths::CONTAINERD_SOCKET`] under the root: the container runtime's socket.
+    pub containerd_socket: PathBuf,
+    /// [`KubeletPaths::LOG`] under the root.
     pub log: PathBuf,
-    /// `var/run/kubelet.pid`: the process id, when the stand-in runs as its own process.
+    /// [`KubeletPaths::PID_FILE`] under the root: the process id, when the stand-in runs
+    /// as its own process.
     pub pid_file: PathBuf,
 }
 
 impl KubeletPaths {
+    /// The `--config` file, as the node sees it.
+    pub const CONFIG: &str = "/var/lib/kubelet/config.yaml";
+    /// The `--config-dir` drop-in directory, as the node sees it.
+    pub const DROP_IN_DIR: &str = "/etc/kubernetes/kubelet.conf.d";
+    /// kubeadm's flags file, as the node sees it.
+    pub const FLAGS_ENV: &str = "/var/lib/kubelet/kubeadm-flags.env";
+    /// The cgroup filesystem, as the node sees it.
+    pub const CGROUP_ROOT: &str = "/sys/fs/cgroup";
+    /// The kernel's `pid_max`, as the node sees it.
+    pub const PID_MAX: &str = "/proc/sys/kernel/pid_max";
+    /// containerd's socket (the kubelet's default `containerRuntimeEndpoint`,
+    /// `unix:///run/containerd/containerd.sock`), as the node sees it.
+    pub const CONTAINERD_SOCKET: &str = "/run/containerd/containerd.sock";
+    /// The kubelet's log, as the node sees it.
+    pub const LOG: &str = "/var/log/kubelet.log";
+    /// The stand-in's pid file, as the node sees it.
+    pub const PID_FILE: &str = "/var/run/kubelet.pid";
+
     /// The paths under `root`.
     pub fn new(root: &Path) -> KubeletPaths {
+        let under = |path: &str| noderoot::within(root, path);
         KubeletPaths {
             root: root.to_path_buf(),
-            config: root.join("var/lib/kubelet/config.yaml"),
-            drop_in_dir: root.join("etc/kubernetes/kubelet.conf.d"),
-            flags_env: root.join("var/lib/kubelet/kubeadm-flags.env"),
-            cgroup_root: root.join("sys/fs/cgroup"),
-            pid_max: root.join("proc/sys/kernel/pid_max"),
-            log: root.join("var/log/kubelet.log"),
-            pid_file: root.join("var/run/kubelet.pid"),
+            config: under(Self::CONFIG),
+            drop_in_dir: under(Self::DROP_IN_DIR),
+            flags_env: under(Self::FLAGS_ENV),
+            cgroup_root: under(Self::CGROUP_ROOT),
+            pid_max: under(Self::PID_MAX),
+            containerd_socket: under(Self::CONTAINERD_SOCKET),
+            log: under(Self::LOG),
+            pid_file: under(Self::PID_FILE),
         }
     }
 
-    /// The kubelet's command line for `node`: `--config`, `--config-dir`, then the
-    /// inventory's flags.
+    /// `path`, a path on the node (`/var/lib/kubelet/config.yaml`), as a path on this
+    /// machine: resolved under the node's root as a process chrooted there resolves it
+    /// ([`noderoot::resolve`]).
+    pub fn resolve(&self, path: impl AsRef<Path>) -> std::io::Result<PathBuf> {
+        noderoot::resolve(&self.root, path)
+    }
+
+    /// The kubelet's command line for `node`: `--config`, `--config-dir` (paths on the
+    /// node, as kubeadm writes them), then the inventory's flags.
     pub fn command_line(&self, node: &InventoryNode) -> Result<Vec<String>, String> {
         let mut args = vec![
-            format!("--config={}", self.config.display()),
-            format!("--config-dir={}", self.drop_in_dir.display()),
+            format!("--config={}", Self::CONFIG),
+            format!("--config-dir={}", Self::DROP_IN_DIR),
         ];
         let extra = node
             .kubelet_args()
@@ -161,9 +234,10 @@ impl KubeletPaths {
             let name = name.split('=').next().unwrap_or_default();
             if name == "config" || name == "config-dir" {
                 return Err(format!(
-                    "node {}: kubeletFlags sets --{name}, which the sim manages (the node's files live under {})",
+                    "node {}: kubeletFlags sets --{name}, which the sim manages (--config={} --config-dir={})",
                     node.name,
-                    self.root.display()
+                    Self::CONFIG,
+                    Self::DROP_IN_DIR
                 ));
             }
         }
@@ -172,23 +246,32 @@ impl KubeletPaths {
     }
 
     /// Lays out the node's root for `node`: directories, `config.yaml`, the drop-in
-    /// directory, `kubeadm-flags.env`, `proc/sys/kernel/pid_max` (this host's value, so
-    /// an agent reading the host's agrees with the node, or [`DEFAULT_PID_MAX`] when
-    /// it cannot be read), and a cgroup tree with `system.slice` and `user.slice` (as
-    /// systemd creates them; `kube.slice` and the like are left to whoever enforces
-    /// them). Files that exist are kept, so a node keeps its disk across sim restarts.
+    /// directory, `kubeadm-flags.env`, `proc/sys/kernel/pid_max` (this host's value, or
+    /// [`DEFAULT_PID_MAX`] when it cannot be read), `proc/swaps` without swap, what
+    /// kubelet configs name on a kubeadm host (the cluster CA placeholder,
+    /// `etc/kubernetes/manifests`, both resolv.conf files), containerd's socket
+    /// directory, and a cgroup tree with `system.slice` and `user.slice` (as systemd
+    /// creates them; `kube.slice` and the like are left to whoever enforces them). Files
+    /// that exist are kept, so a node keeps its disk across sim restarts. The socket
+    /// itself is made by the stand-in ([`KubeletHandle::spawn`]).
     pub fn prepare(&self, node: &InventoryNode, cgroup_v2: bool) -> Result<(), String> {
         let io = |what: &Path, e: std::io::Error| format!("{}: {e}", what.display());
+        let host_dirs: Vec<PathBuf> = HOST_DIRS
+            .iter()
+            .map(|d| noderoot::within(&self.root, d))
+            .collect();
         for dir in [
             self.config.parent(),
             Some(self.drop_in_dir.as_path()),
             self.log.parent(),
             self.pid_file.parent(),
             self.pid_max.parent(),
+            self.containerd_socket.parent(),
             Some(self.cgroup_root.as_path()),
         ]
         .into_iter()
         .flatten()
+        .chain(host_dirs.iter().map(PathBuf::as_path))
         {
             std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
         }
@@ -207,6 +290,16 @@ impl KubeletPaths {
         if !self.pid_max.exists() {
             write_atomic(&self.pid_max, format!("{}\n", host_pid_max()).as_bytes())
                 .map_err(|e| io(&self.pid_max, e))?;
+        }
+        for (path, content) in HOST_FILES {
+            let file = noderoot::within(&self.root, path);
+            if file.symlink_metadata().is_ok() {
+                continue;
+            }
+            if let Some(dir) = file.parent() {
+                std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+            }
+            write_atomic(&file, content.as_bytes()).map_err(|e| io(&file, e))?;
         }
         let tree = startup::CgroupTree {
             root: &self.cgroup_root,
@@ -364,14 +457,17 @@ fn free_port() -> std::io::Result<u16> {
 }
 
 impl KubeletHandle {
-    /// Starts the stand-in kubelet for `spec`, talking to the API server through `api`.
-    /// Returns at once; see [`KubeletHandle::settled`] to wait for the first start.
+    /// Starts the stand-in kubelet for `spec`, talking to the API server through `api`,
+    /// and the node's container runtime socket ([`runtime::RuntimeSocket`], listening
+    /// until the stand-in ends). Returns at once; see [`KubeletHandle::settled`] to wait
+    /// for the first start. Must be called within a tokio runtime.
     pub fn spawn(spec: KubeletSpec, api: NodeApi) -> std::io::Result<KubeletHandle> {
         let port = if spec.port == 0 {
             free_port()?
         } else {
             spec.port
         };
+        let runtime = runtime::RuntimeSocket::listen(&spec.paths.containerd_socket)?;
         let initial = KubeletState {
             node: spec.node.name.clone(),
             phase: KubeletPhase::Starting,
@@ -398,6 +494,7 @@ impl KubeletHandle {
             down_since: Some(Instant::now()),
             not_ready_posted: false,
             last_ready: None,
+            _runtime: runtime,
         };
         let handle = KubeletHandle {
             inner: Arc::new(HandleInner {
@@ -556,6 +653,8 @@ struct Supervisor {
     not_ready_posted: bool,
     /// The Ready status this kubelet last posted or saw.
     last_ready: Option<bool>,
+    /// The node's container runtime socket: listens while the supervisor lives.
+    _runtime: runtime::RuntimeSocket,
 }
 
 struct Server {
@@ -1194,5 +1293,47 @@ mod tests {
         let paths = KubeletPaths::new(Path::new("/r"));
         let err = paths.command_line(&inv.nodes[0]).unwrap_err();
         assert!(err.contains("--config"), "{err}");
+    }
+
+    #[test]
+    fn the_flags_name_node_paths_not_the_root() {
+        let inv = crate::inventory::Inventory::parse(
+            "i.yaml",
+            b"nodes:\n- name: node-a\n  capacity: {cpu: \"1\", memory: 1Gi, ephemeral-storage: 1Gi, pods: \"1\"}\n  kubeletFlags: \"--max-pods=7\"\n",
+        )
+        .expect("inventory");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let paths = KubeletPaths::new(dir.path());
+        assert_eq!(
+            paths.command_line(&inv.nodes[0]).expect("command line"),
+            [
+                "--config=/var/lib/kubelet/config.yaml",
+                "--config-dir=/etc/kubernetes/kubelet.conf.d",
+                "--max-pods=7",
+            ]
+        );
+        paths.prepare(&inv.nodes[0], true).expect("prepare");
+        let env = std::fs::read_to_string(&paths.flags_env).expect("flags env");
+        assert!(
+            !env.contains(&dir.path().display().to_string()),
+            "the root leaks into {env}"
+        );
+        assert_eq!(
+            paths.resolve(KubeletPaths::CONFIG).expect("resolve"),
+            paths.config
+        );
+        // What a kubeadm host has and configs name.
+        for file in [
+            "etc/kubernetes/pki/ca.crt",
+            "etc/resolv.conf",
+            "run/systemd/resolve/resolv.conf",
+            "proc/swaps",
+        ] {
+            assert!(dir.path().join(file).is_file(), "{file}");
+        }
+        assert!(dir.path().join("etc/kubernetes/manifests").is_dir());
+        assert!(dir.path().join("run/containerd").is_dir());
+        let swaps = std::fs::read_to_string(dir.path().join("proc/swaps")).expect("swaps");
+        assert_eq!(swaps.lines().count(), 1, "no swap: {swaps}");
     }
 }

@@ -28,7 +28,10 @@ pub struct KubeletInfo {
 }
 
 impl KubeletInfo {
-    /// The kubelet's `--config` file.
+    /// The agent's checkpoint directory, as a path on the node (the agent's default).
+    pub const CHECKPOINT_DIR: &str = "/var/lib/kubelet-gitops";
+
+    /// The kubelet's `--config` file, as a path on this machine.
     pub fn config_file(&self) -> PathBuf {
         self.root.join("var/lib/kubelet/config.yaml")
     }

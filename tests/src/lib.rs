@@ -7,7 +7,7 @@
 //! | `kubelet-gitops-sim serve` | the simulated API server with a stand-in kubelet per inventory node (in its process; restarted through its control endpoint) |
 //! | `kubelet-gitops-sim kubelet` | one more stand-in kubelet as its own process, for a node that joins later (restarted with SIGHUP) |
 //! | `kubelet-gitops run` | the reconciler, polling the remote every second |
-//! | `kubelet-gitops-agent` | one per node, on the node's root directory, restarting its kubelet with `kubelet-gitops-sim restart-kubelet` |
+//! | `kubelet-gitops-agent` | one per node, with the node's root directory as its `--host-root` (as a DaemonSet pod has the host's `/`), restarting its kubelet with `kubelet-gitops-sim restart-kubelet` |
 //!
 //! The binaries are taken from the target directory of the test executable
 //! ([`Binaries::locate`]). `cargo test --workspace` builds them before any test runs;

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Api;
 use kube::api::PostParams;
-use kubelet_gitops_sim::kubelet::HttpTarget;
+use kubelet_gitops_sim::kubelet::{HttpTarget, KubeletPaths};
 use serde_json::Value;
 use tokio::sync::OwnedMutexGuard;
 
@@ -460,9 +460,11 @@ impl E2e {
         Ok(())
     }
 
+    /// Starts `node`'s agent as a DaemonSet runs it: the node's root is its host root,
+    /// every path a path on the node (the checkpoints under the node's
+    /// `/var/lib/kubelet-gitops`).
     fn spawn_agent(&mut self, node: &str) -> Result<(), E2eError> {
         let k = self.cluster.kubelet(node)?.clone();
-        let checkpoints = self.path.join("agents").join(node);
         let restart = k
             .restart
             .iter()
@@ -472,20 +474,17 @@ impl E2e {
         let args = vec![
             format!("--node-name={node}"),
             format!("--kubeconfig={}", self.cluster.kubeconfig.display()),
-            format!("--checkpoint-dir={}", checkpoints.display()),
+            format!("--checkpoint-dir={}", KubeletInfo::CHECKPOINT_DIR),
             "--mode=replace".into(),
-            format!("--kubelet-config={}", k.config_file().display()),
+            format!("--kubelet-config={}", KubeletPaths::CONFIG),
             "--flags-from=files".into(),
-            format!(
-                "--flags-file={}",
-                k.root.join("var/lib/kubelet/kubeadm-flags.env").display()
-            ),
+            format!("--flags-file={}", KubeletPaths::FLAGS_ENV),
             "--restart-method=command".into(),
             format!("--restart-command={restart}"),
             format!("--healthz-url={}/healthz", k.url),
             format!("--configz-url={}/configz", k.url),
-            "--host-root=/".into(),
-            format!("--cgroup-root={}", k.cgroup_root().display()),
+            format!("--host-root={}", k.root.display()),
+            format!("--cgroup-root={}", KubeletPaths::CGROUP_ROOT),
             "--cgroup-driver=systemd".into(),
             "--health-timeout=5s".into(),
             "--lkg-grace=2s".into(),

@@ -103,6 +103,18 @@ async fn check_pools(
             .unwrap_or_else(|e| panic!("{name} is not a valid KubeletConfiguration: {e}"));
         assert_eq!(config.kube_api_qps, Some(qps), "{name}");
 
+        // Each agent read its node under its host root (the node's root) and found what
+        // a node has there, containerd's socket and resolv.conf included: its Done
+        // message carries no pre-flight warning.
+        let nodes = e2e.nodes().await?;
+        for node in e2e.pool_nodes(pool) {
+            let message = nodes
+                .get(&node)
+                .and_then(|n| n.message.clone())
+                .unwrap_or_default();
+            assert!(!message.contains("warning:"), "{node}: {message}");
+        }
+
         for node in e2e.pool_nodes(pool) {
             let configz = e2e.configz(&node).await?;
             assert_eq!(configz["kubeAPIQPS"], qps, "configz of {node}");

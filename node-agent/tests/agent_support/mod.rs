@@ -3,7 +3,7 @@
 //! seat (immutable ConfigMaps, desired-config annotations).
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node};
@@ -11,9 +11,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use kubelet_gitops_core::protocol::{self, DESIRED_CONFIG, HEALTH_TIMEOUT, LKG_GRACE};
-use kubelet_gitops_sim::cluster::{Sim, SimConfig, node_root};
+use kubelet_gitops_sim::cluster::{Sim, SimConfig};
 use kubelet_gitops_sim::inventory::Inventory;
-use kubelet_gitops_sim::kubelet::{HttpTarget, KubeletOptions};
+use kubelet_gitops_sim::kubelet::{HttpTarget, KubeletOptions, KubeletPaths};
 use kubelet_gitops_sim::resources::kinds;
 use kubelet_gitops_sim::store::WriteOptions;
 use serde_json::{Value, json};
@@ -21,23 +21,19 @@ use tokio::task::JoinHandle;
 
 pub const NODE: &str = "w1";
 pub const NAMESPACE: &str = "kubelet-gitops";
+/// The agent's checkpoint directory, as a path on the node.
+pub const CHECKPOINT_DIR: &str = "/var/lib/kubelet-gitops";
 
-/// One node; its kubelet runs with `--max-pods=50` on the command line, and with its
-/// `--root-dir` (where its state files live) under the node's root in `sim_dir`, so the
-/// agent never touches this machine's /var/lib/kubelet.
-fn inventory(sim_dir: &Path) -> String {
-    let root_dir = node_root(sim_dir, NODE).join("var/lib/kubelet");
-    format!(
-        "\
+/// One node; its kubelet runs with `--max-pods=50` on the command line. Its `--root-dir`
+/// (where its state files live) is the default `/var/lib/kubelet` of the node, which the
+/// agent reads under its host root, the node's root: it never touches this machine's.
+const INVENTORY: &str = "\
 nodes:
   - name: w1
-    labels: {{node.kubernetes.io/pool: general}}
-    capacity: {{cpu: \"8\", memory: 32Gi, ephemeral-storage: 100Gi, pods: \"110\"}}
-    kubeletFlags: \"--max-pods=50 --node-ip=10.0.0.5 --root-dir={}\"
-",
-        root_dir.display()
-    )
-}
+    labels: {node.kubernetes.io/pool: general}
+    capacity: {cpu: \"8\", memory: 32Gi, ephemeral-storage: 100Gi, pods: \"110\"}
+    kubeletFlags: \"--max-pods=50 --node-ip=10.0.0.5\"
+";
 
 /// The sim's own config.yaml for the node, which a pool config typically restates.
 pub const BASE_CONFIG: &str = "\
@@ -85,7 +81,7 @@ impl Harness {
         let dir = tempfile::tempdir().expect("tempdir");
         let sim_dir = dir.path().join("sim");
         let inventory =
-            Inventory::parse("inventory.yaml", inventory(&sim_dir).as_bytes()).expect("inventory");
+            Inventory::parse("inventory.yaml", INVENTORY.as_bytes()).expect("inventory");
         let mut config = SimConfig::new(inventory, sim_dir);
         config.kubelet = KubeletOptions {
             start_delay: Duration::from_millis(50),
@@ -128,49 +124,56 @@ impl Harness {
         self.root().join("sys/fs/cgroup/kubepods.slice/memory.max")
     }
 
+    /// The node's root: its `/`, and the agent's `--host-root`.
     pub fn root(&self) -> PathBuf {
         self.sim.node_root(NODE)
     }
 
-    pub fn config_file(&self) -> PathBuf {
-        self.root().join("var/lib/kubelet/config.yaml")
+    /// `path`, a path on the node, as a path on this machine.
+    pub fn on_node(&self, path: &str) -> PathBuf {
+        self.root().join(path.trim_start_matches('/'))
     }
 
-    /// The kubelet's `--root-dir`, where its state files live.
+    /// The kubelet's `--config` file, as a path on this machine.
+    pub fn config_file(&self) -> PathBuf {
+        self.on_node(KubeletPaths::CONFIG)
+    }
+
+    /// The kubelet's `--root-dir` (its default), where its state files live.
     pub fn kubelet_root_dir(&self) -> PathBuf {
-        self.root().join("var/lib/kubelet")
+        self.on_node("/var/lib/kubelet")
     }
 
     /// The kubelet's `--config-dir`.
     pub fn drop_in_dir(&self) -> PathBuf {
-        self.root().join("etc/kubernetes/kubelet.conf.d")
+        self.on_node(KubeletPaths::DROP_IN_DIR)
     }
 
+    /// The agent's checkpoint directory (its default on the node).
     pub fn checkpoint_dir(&self) -> PathBuf {
-        self.dir.path().join("agent")
+        self.on_node(CHECKPOINT_DIR)
     }
 
     pub fn kubelet_url(&self) -> String {
         self.sim.kubelet(NODE).expect("kubelet").url()
     }
 
-    /// The agent's options for the node: replace mode on the sim's config.yaml, flags from
-    /// kubeadm-flags.env, restart through the sim's control endpoint with curl.
+    /// The agent's options for the node, as a DaemonSet runs it: the node's root is the
+    /// host root and every path is a path on the node; replace mode on the kubelet's
+    /// config.yaml, flags from kubeadm-flags.env, restart through the sim's control
+    /// endpoint with curl.
     pub fn agent_args(&self) -> Vec<String> {
-        let root = self.root();
         let url = self.kubelet_url();
         vec![
             "kubelet-gitops-agent".into(),
             format!("--node-name={NODE}"),
             format!("--kubeconfig={}", self.sim.kubeconfig_path().display()),
-            format!("--checkpoint-dir={}", self.checkpoint_dir().display()),
+            format!("--host-root={}", self.root().display()),
+            format!("--checkpoint-dir={CHECKPOINT_DIR}"),
             "--mode=replace".into(),
-            format!("--kubelet-config={}", self.config_file().display()),
+            format!("--kubelet-config={}", KubeletPaths::CONFIG),
             "--flags-from=files".into(),
-            format!(
-                "--flags-file={}",
-                root.join("var/lib/kubelet/kubeadm-flags.env").display()
-            ),
+            format!("--flags-file={}", KubeletPaths::FLAGS_ENV),
             "--restart-method=command".into(),
             format!(
                 "--restart-command=curl -fsS -X POST {}/sim/v1/nodes/{NODE}/kubelet/restart",
@@ -178,10 +181,7 @@ impl Harness {
             ),
             format!("--healthz-url={url}/healthz"),
             format!("--configz-url={url}/configz"),
-            // The agent reads this host's pid_max; the sim wrote the same value into the
-            // node's `proc/sys/kernel/pid_max`, which its kubelet reads.
-            "--host-root=/".into(),
-            format!("--cgroup-root={}", root.join("sys/fs/cgroup").display()),
+            format!("--cgroup-root={}", KubeletPaths::CGROUP_ROOT),
             "--cgroup-driver=systemd".into(),
             "--health-timeout=2m".into(),
             "--lkg-grace=1h".into(),
@@ -203,7 +203,7 @@ impl Harness {
                     a
                 }
             })
-            .chain([format!("--drop-in-dir={}", self.drop_in_dir().display())])
+            .chain([format!("--drop-in-dir={}", KubeletPaths::DROP_IN_DIR)])
             .collect()
     }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use kubelet_gitops_core::quantity::Quantity;
 use kubelet_gitops_sim::cluster::{Sim, SimConfig};
 use kubelet_gitops_sim::inventory::Inventory;
-use kubelet_gitops_sim::kubelet::{KubeletHandle, KubeletOptions};
+use kubelet_gitops_sim::kubelet::{KubeletHandle, KubeletOptions, KubeletPaths};
 use node_agent::cgroups::{CgroupConfig, CgroupDriver};
 use node_agent::hostflags::{FlagSource, read_flags};
 use node_agent::kubelet::{Kubelet, KubeletSettings, RestartMethod};
@@ -67,11 +67,10 @@ pub fn kubelet_client(sim: &Sim) -> Kubelet {
     Kubelet::new(settings).expect("kubelet client")
 }
 
-/// The node as the sim reports it: the inventory's capacity, no huge pages, and the
-/// stand-in's `pid` capacity (the node's `proc/sys/kernel/pid_max`, which the sim writes
-/// with this host's value).
+/// The node as the sim reports it: the inventory's capacity and no huge pages. No `pid`:
+/// the agent reads it from the node's `/proc/sys/kernel/pid_max` under its host root, the
+/// file the stand-in reads.
 pub fn capacity() -> BTreeMap<String, Quantity> {
-    let pid = kubelet_gitops_sim::kubelet::host_pid_max().to_string();
     [
         ("cpu", "4"),
         ("memory", "8Gi"),
@@ -79,31 +78,27 @@ pub fn capacity() -> BTreeMap<String, Quantity> {
         ("pods", "30"),
         ("hugepages-1Gi", "0"),
         ("hugepages-2Mi", "0"),
-        ("pid", pid.as_str()),
     ]
     .iter()
     .map(|(k, v)| (k.to_string(), v.parse().expect("quantity")))
     .collect()
 }
 
-/// The agent's view of the sim's node: flags from its kubeadm-flags.env (paths in the
-/// flags are absolute, so the host root is `/`), its cgroup tree, replace mode.
+/// The agent's view of the sim's node, as a DaemonSet's agent sees it: the node's root is
+/// the host root, the flags come from kubeadm's files there (they name paths on the
+/// node), its cgroup tree, replace mode on the `--config` file (a path on the node).
 pub fn node_context(sim: &Sim) -> NodeContext {
     let k = handle(sim);
     let paths = k.paths();
-    let flags = read_flags(
-        &FlagSource::Files(vec![paths.flags_env.clone()]),
-        Path::new("/"),
-    )
-    .expect("the sim's flags");
+    let flags = read_flags(&FlagSource::kubeadm_files(), &paths.root).expect("the sim's flags");
     NodeContext {
         flags,
-        host_root: PathBuf::from("/"),
+        host_root: paths.root.clone(),
         capacity: capacity(),
         cgroups: CgroupConfig::detect(&paths.cgroup_root, CgroupDriver::Systemd)
             .expect("cgroup tree"),
         placement: Placement::ConfigFile {
-            path: paths.config.clone(),
+            path: PathBuf::from(KubeletPaths::CONFIG),
         },
     }
 }

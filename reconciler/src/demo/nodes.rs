@@ -2,37 +2,15 @@
 //! `/`, which the agent reads under `--host-root`, as a DaemonSet pod reads the host's
 //! `/` mounted at `/host`.
 //!
-//! The sim lays out the kubelet's own files there (`var/lib/kubelet/config.yaml`,
-//! `kubeadm-flags.env`, the drop-in directory, a cgroup tree). [`prepare_node`] adds what
-//! a kubeadm node also has and the example's base config names (the cluster CA, the
-//! static pod directory, resolv.conf, containerd's socket), so the agent's pre-flight
-//! finds them, and one link: the sim writes its absolute paths into the kubelet's flags
-//! (`--config=<root>/var/lib/kubelet/config.yaml`), and the agent resolves every host path
-//! under the node's root, so `<root><root>` links back to `<root>` and both read the
-//! same files.
+//! The sim lays out a kubeadm host there: the kubelet's own files
+//! (`var/lib/kubelet/config.yaml`, `kubeadm-flags.env` naming them by their paths on the
+//! node, the drop-in directory, a cgroup tree), what the example's base config names (the
+//! cluster CA, the static pod directory, resolv.conf) and containerd's listening socket,
+//! so the agent's pre-flight finds everything a real node has, with nothing added here.
 
 use std::path::{Path, PathBuf};
 
 use super::error::{DemoError, io};
-
-/// Files a kubeadm node has that the example's base config names.
-const KUBEADM_FILES: &[(&str, &str)] = &[
-    (
-        "etc/kubernetes/pki/ca.crt",
-        "# stands in for the cluster CA certificate kubeadm writes here\n",
-    ),
-    (
-        "run/systemd/resolve/resolv.conf",
-        "# stands in for systemd-resolved's upstream servers\nnameserver 10.0.0.2\n",
-    ),
-    (
-        "run/containerd/containerd.sock",
-        "", // stands in for containerd's socket: the pre-flight checks that it exists
-    ),
-];
-
-/// Directories a kubeadm node has that the example's base config names.
-const KUBEADM_DIRS: &[&str] = &["etc/kubernetes/manifests"];
 
 /// The node paths an agent is given (host paths, under the node's root).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,36 +35,6 @@ impl NodePaths {
             cgroup_root: "/sys/fs/cgroup",
         }
     }
-}
-
-/// Adds the kubeadm files and the path link to the node root `root` (absolute, with no
-/// symlink in it).
-pub fn prepare_node(root: &Path) -> Result<(), DemoError> {
-    for dir in KUBEADM_DIRS {
-        let d = root.join(dir);
-        std::fs::create_dir_all(&d).map_err(io("create", d))?;
-    }
-    for (rel, content) in KUBEADM_FILES {
-        let f = root.join(rel);
-        if let Some(dir) = f.parent() {
-            std::fs::create_dir_all(dir).map_err(io("create", dir))?;
-        }
-        std::fs::write(&f, content).map_err(io("write", f))?;
-    }
-    let link = self_link(root);
-    if let Some(dir) = link.parent() {
-        std::fs::create_dir_all(dir).map_err(io("create", dir))?;
-    }
-    std::os::unix::fs::symlink(root, &link).map_err(io("link", link))
-}
-
-/// `<root><root>`: where the sim's absolute paths land under the node's root.
-pub fn self_link(root: &Path) -> PathBuf {
-    let rel: PathBuf = root
-        .components()
-        .filter(|c| matches!(c, std::path::Component::Normal(_)))
-        .collect();
-    root.join(rel)
 }
 
 /// Makes cgroup `slice` (e.g. `gpu.slice`) unusable on the node root `root`: something
@@ -153,24 +101,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_link_makes_absolute_paths_resolve_under_the_root() {
+    fn a_blocked_cgroup_is_a_file_in_the_way() {
         let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().canonicalize().unwrap().join("nodes/gpu-1");
-        std::fs::create_dir_all(root.join("var/lib/kubelet")).unwrap();
-        std::fs::write(root.join("var/lib/kubelet/config.yaml"), "x").unwrap();
-        prepare_node(&root).unwrap();
-        // What the agent reads for --config=<root>/var/lib/kubelet/config.yaml.
-        let under_root = self_link(&root).join("var/lib/kubelet/config.yaml");
-        assert_eq!(std::fs::read_to_string(under_root).unwrap(), "x");
-        assert!(root.join("etc/kubernetes/pki/ca.crt").is_file());
-        assert!(root.join("etc/kubernetes/manifests").is_dir());
-
+        let root = dir.path().join("nodes/gpu-1");
         std::fs::create_dir_all(root.join("sys/fs/cgroup")).unwrap();
         let blocked = block_cgroup(&root, "/sys/fs/cgroup", "gpu.slice").unwrap();
+        assert_eq!(blocked, root.join("sys/fs/cgroup/gpu.slice"));
         assert!(blocked.is_file());
-        // Removing the tree does not follow the link.
-        std::fs::remove_dir_all(&root).unwrap();
-        assert!(dir.path().is_dir());
     }
 
     #[test]

@@ -203,9 +203,10 @@ struct RestartArgs {
 
 #[derive(Debug, ClapArgs)]
 struct KubeletArgs {
-    /// The node's root directory (`var/lib/kubelet/config.yaml`, `kubeadm-flags.env`,
-    /// `etc/kubernetes/kubelet.conf.d/`, `sys/fs/cgroup/` under it); missing files are
-    /// created as `serve` creates them.
+    /// The node's root directory, its `/` (`var/lib/kubelet/config.yaml`,
+    /// `kubeadm-flags.env`, `etc/kubernetes/kubelet.conf.d/`, `sys/fs/cgroup/` under it;
+    /// the flags name them as paths on the node); missing files are created as `serve`
+    /// creates them, and containerd's socket listens under it while the kubelet runs.
     #[arg(long, env = "KUBELET_GITOPS_SIM_ROOT")]
     root: PathBuf,
     /// The node's name.

@@ -1,7 +1,8 @@
 //! What the kubelet does with its configuration when it starts, up to the point where it
 //! serves: flags, config file, drop-ins, flag precedence, validation, node allocatable,
-//! and the container manager's cgroup pre-flight. Every failure carries the kubelet's
-//! own words.
+//! the container runtime's connection, and the container manager's cgroup pre-flight.
+//! Every failure carries the kubelet's own words. Every path the flags and the config
+//! name is a path on the node, read under the node's root ([`KubeletPaths::resolve`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -17,8 +18,8 @@ use serde_json::{Value, json};
 
 use crate::inventory::InventoryNode;
 
-use super::KubeletPaths;
 use super::node::{self, NodeStatus};
+use super::{KubeletPaths, noderoot};
 
 /// The cgroup v1 controllers the kubelet's cgroupfs manager requires a cgroup in
 /// (`cgroupManagerImpl.Exists`); the sim's v1 tree has one directory per controller.
@@ -122,23 +123,79 @@ fn parse_flags(args: &[String]) -> Result<KubeletFlags, Failure> {
     })
 }
 
-fn drop_in_files(dir: &Path) -> Result<Vec<String>, String> {
-    fn walk(dir: &Path, out: &mut Vec<String>) -> Result<(), String> {
-        let entries = std::fs::read_dir(dir).map_err(|e| go_io_error("lstat", dir, &e))?;
+/// The drop-in files under `dir` (a path on the node), named by their paths on the node,
+/// in the kubelet's order.
+fn drop_in_files(paths: &KubeletPaths, dir: &Path) -> Result<Vec<String>, String> {
+    fn walk(paths: &KubeletPaths, dir: &Path, out: &mut Vec<String>) -> Result<(), String> {
+        let real = paths
+            .resolve(dir)
+            .map_err(|e| go_io_error("lstat", dir, &e))?;
+        let entries = std::fs::read_dir(&real).map_err(|e| go_io_error("lstat", dir, &e))?;
         for entry in entries {
             let entry = entry.map_err(|e| go_io_error("readdir", dir, &e))?;
-            let path = entry.path();
-            if path.is_dir() {
-                walk(&path, out)?;
+            let name = dir.join(entry.file_name());
+            let is_dir = paths.resolve(&name).is_ok_and(|p| p.is_dir());
+            if is_dir {
+                walk(paths, &name, out)?;
             } else {
-                out.push(path.display().to_string());
+                out.push(name.display().to_string());
             }
         }
         Ok(())
     }
     let mut out = Vec::new();
-    walk(dir, &mut out)?;
+    walk(paths, dir, &mut out)?;
     Ok(effective::drop_in_order(out))
+}
+
+/// Reads `path`, a file on the node, under the node's root.
+fn read_node_file(paths: &KubeletPaths, path: &Path) -> std::io::Result<Vec<u8>> {
+    std::fs::read(paths.resolve(path)?)
+}
+
+/// The socket of a CRI endpoint as the kubelet dials it: `unix://PATH`, or a bare path
+/// (which the kubelet takes as `unix://`, with a deprecation warning). `None` for other
+/// schemes, which the stand-in does not dial.
+fn unix_socket(endpoint: &str) -> Option<&str> {
+    match endpoint.strip_prefix("unix://") {
+        Some(path) => Some(path),
+        None => (!endpoint.contains("://")).then_some(endpoint),
+    }
+}
+
+/// `PreInitRuntimeService`: the kubelet dials its runtime and image endpoints and exits
+/// when nothing answers (`validate service connection: ...`).
+fn dial_runtime(paths: &KubeletPaths, config: &KubeletConfiguration) -> Result<(), Failure> {
+    let runtime = config
+        .container_runtime_endpoint
+        .clone()
+        .filter(|e| !e.is_empty())
+        .unwrap_or_else(|| format!("unix://{}", KubeletPaths::CONTAINERD_SOCKET));
+    let image = config
+        .image_service_endpoint
+        .clone()
+        .filter(|e| !e.is_empty())
+        .unwrap_or_else(|| runtime.clone());
+    for (api, endpoint) in [("runtime", &runtime), ("image", &image)] {
+        let Some(socket) = unix_socket(endpoint) else {
+            continue;
+        };
+        let dialled = paths
+            .resolve(socket)
+            .and_then(|real| super::runtime::dial(&real));
+        if let Err(e) = dialled {
+            let cause = match e.kind() {
+                std::io::ErrorKind::NotFound => "no such file or directory".to_string(),
+                std::io::ErrorKind::ConnectionRefused => "connection refused".to_string(),
+                std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+                _ => e.to_string(),
+            };
+            return Err(Failure::command(format!(
+                "failed to run Kubelet: validate service connection: validate CRI v1 {api} API for endpoint {endpoint:?}: rpc error: code = Unavailable desc = connection error: desc = \"transport: Error while dialing: dial unix {socket}: connect: {cause}\""
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Runs the kubelet's start sequence.
@@ -158,7 +215,7 @@ pub(crate) fn start(input: &StartInput<'_>) -> Result<Started, Failure> {
     ];
     let args = command_line(input.paths)?;
     let flags = parse_flags(&args)?;
-    let config = load_config(&flags)?;
+    let config = load_config(input.paths, &flags)?;
 
     let host = HostInfo {
         cgroup_v2: Some(input.cgroup_v2),
@@ -187,6 +244,7 @@ pub(crate) fn start(input: &StartInput<'_>) -> Result<Started, Failure> {
         AllocatableError::ExceedsCapacity(_) => Failure::container_manager(e.to_string()),
         other => Failure::command(format!("failed to run Kubelet: {other}")),
     })?;
+    dial_runtime(input.paths, &config)?;
     let version = if input.cgroup_v2 {
         CgroupVersion::V2
     } else {
@@ -272,11 +330,15 @@ pub(crate) fn start(input: &StartInput<'_>) -> Result<Started, Failure> {
 }
 
 /// Defaults, `--config`, `--config-dir`, then the explicit flags, with the kubelet's
-/// error messages.
-fn load_config(flags: &KubeletFlags) -> Result<KubeletConfiguration, Failure> {
+/// error messages. The files are read under the node's root; sources and messages name
+/// them by their paths on the node.
+fn load_config(
+    paths: &KubeletPaths,
+    flags: &KubeletFlags,
+) -> Result<KubeletConfiguration, Failure> {
     let config_path = flags.config_file().map(str::to_string);
     let config_bytes = match &config_path {
-        Some(path) => Some(std::fs::read(path).map_err(|e| {
+        Some(path) => Some(read_node_file(paths, Path::new(path)).map_err(|e| {
             Failure::command(format!(
                 "failed to load kubelet config file, path: {path}, error: failed to load Kubelet config file {path}, error failed to read kubelet config file {path:?}, error: {}",
                 go_io_error("open", Path::new(path), &e)
@@ -286,10 +348,10 @@ fn load_config(flags: &KubeletFlags) -> Result<KubeletConfiguration, Failure> {
     };
     let mut drop_ins: Vec<(String, Vec<u8>)> = Vec::new();
     if let Some(dir) = flags.config_dir() {
-        let files = drop_in_files(Path::new(dir))
+        let files = drop_in_files(paths, Path::new(dir))
             .map_err(|e| Failure::command(format!("failed to merge kubelet configs: {e}")))?;
         for file in files {
-            let bytes = std::fs::read(&file).map_err(|e| {
+            let bytes = read_node_file(paths, Path::new(&file)).map_err(|e| {
                 Failure::command(format!(
                     "failed to merge kubelet configs: failed to load kubelet dropin file, path: {file}, error: {}",
                     go_io_error("open", Path::new(&file), &e)
@@ -358,14 +420,14 @@ pub(crate) struct CgroupTree<'a> {
 }
 
 impl CgroupTree<'_> {
-    /// The directories that make up cgroup `path` (`/kubepods.slice`).
+    /// The directories that make up cgroup `path` (`/kubepods.slice`); `..` in a cgroup
+    /// name stops at its hierarchy's root.
     pub fn dirs(&self, path: &str) -> Vec<PathBuf> {
-        let rel = path.trim_start_matches('/');
         match self.version {
-            CgroupVersion::V2 => vec![self.root.join(rel)],
+            CgroupVersion::V2 => vec![noderoot::within(self.root, path)],
             CgroupVersion::V1 => V1_CONTROLLERS
                 .iter()
-                .map(|c| self.root.join(c).join(rel))
+                .map(|c| noderoot::within(&self.root.join(c), path))
                 .collect(),
         }
     }
@@ -384,7 +446,7 @@ impl CgroupTree<'_> {
     /// Writes the values the kubelet writes into `spec`'s interface files.
     pub fn write_limits(&self, spec: &CgroupSpec) -> std::io::Result<()> {
         for limit in &spec.limits {
-            let file = self.root.join(limit.path.trim_start_matches('/'));
+            let file = noderoot::within(self.root, &limit.path);
             if let Some(parent) = file.parent() {
                 std::fs::create_dir_all(parent)?;
             }
@@ -410,31 +472,144 @@ mod tests {
     }
 
     fn pods_pids_max(paths: &KubeletPaths, node: &InventoryNode) -> String {
-        let input = StartInput {
-            node,
-            index: 0,
-            port: 0,
-            cgroup_v2: true,
-            paths,
-        };
-        start(&input).expect("the kubelet starts");
+        start_on(paths, node).expect("the kubelet starts");
         std::fs::read_to_string(paths.cgroup_root.join("kubepods.slice/pids.max"))
             .expect("pods cgroup pids.max")
             .trim()
             .to_string()
     }
 
-    #[test]
-    fn pid_capacity_is_the_nodes_pid_max_read_at_each_start() {
-        let inv = crate::inventory::Inventory::parse(
+    fn one_node() -> crate::inventory::Inventory {
+        crate::inventory::Inventory::parse(
             "i.yaml",
             b"nodes:\n- name: node-a\n  capacity: {cpu: \"2\", memory: 4Gi, ephemeral-storage: 10Gi, pods: \"110\"}\n",
         )
-        .expect("inventory");
+        .expect("inventory")
+    }
+
+    fn start_on(paths: &KubeletPaths, node: &InventoryNode) -> Result<Started, Failure> {
+        start(&StartInput {
+            node,
+            index: 0,
+            port: 0,
+            cgroup_v2: true,
+            paths,
+        })
+    }
+
+    const HEAD: &str = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n";
+
+    #[tokio::test]
+    async fn the_files_the_flags_name_are_read_under_the_node_root() {
+        let inv = one_node();
+        let node = &inv.nodes[0];
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().join("node");
+        let paths = KubeletPaths::new(&root);
+        paths.prepare(node, true).expect("prepare");
+        let _runtime = super::super::runtime::RuntimeSocket::listen(&paths.containerd_socket)
+            .expect("runtime socket");
+        std::fs::write(
+            paths.drop_in_dir.join("50-pods.conf"),
+            format!("{HEAD}maxPods: 42\n"),
+        )
+        .expect("drop-in");
+        let started = start_on(&paths, node).expect("starts");
+        assert_eq!(started.config.max_pods, Some(42), "the drop-in is read");
+
+        // A symlink on the node is followed on the node: an absolute target counts from
+        // the node's /.
+        std::fs::write(
+            root.join("etc/kubelet-alt.yaml"),
+            format!("{HEAD}maxPods: 33\n"),
+        )
+        .expect("alt config");
+        std::fs::remove_file(&paths.config).expect("remove config");
+        std::os::unix::fs::symlink("/etc/kubelet-alt.yaml", &paths.config).expect("link");
+        std::fs::remove_file(paths.drop_in_dir.join("50-pods.conf")).expect("rm drop-in");
+        let started = start_on(&paths, node).expect("starts through the link");
+        assert_eq!(started.config.max_pods, Some(33));
+
+        // `..` cannot climb out of the root: a file next to the root is not found, and
+        // the message names the path as the flags give it.
+        std::fs::write(
+            dir.path().join("outside.yaml"),
+            format!("{HEAD}maxPods: 9\n"),
+        )
+        .expect("outside");
+        std::fs::write(
+            &paths.flags_env,
+            "KUBELET_KUBEADM_ARGS=\"--config=/../../../../../../outside.yaml\"\n",
+        )
+        .expect("flags");
+        let failure = start_on(&paths, node).expect_err("outside the root");
+        assert!(
+            failure.error.starts_with(
+                "failed to load kubelet config file, path: /../../../../../../outside.yaml,"
+            ),
+            "{failure:?}"
+        );
+        assert!(
+            failure.error.contains("no such file or directory"),
+            "{failure:?}"
+        );
+        assert!(
+            !failure.error.contains(&root.display().to_string()),
+            "the message names node paths: {failure:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn without_its_runtime_the_kubelet_exits() {
+        let inv = one_node();
         let node = &inv.nodes[0];
         let dir = tempfile::tempdir().expect("tempdir");
         let paths = KubeletPaths::new(dir.path());
         paths.prepare(node, true).expect("prepare");
+        let failure = start_on(&paths, node).expect_err("no containerd");
+        assert_eq!(
+            failure.reason(),
+            "failed to run Kubelet: validate service connection: validate CRI v1 runtime API for endpoint \"unix:///run/containerd/containerd.sock\": rpc error: code = Unavailable desc = connection error: desc = \"transport: Error while dialing: dial unix /run/containerd/containerd.sock: connect: no such file or directory\""
+        );
+        let _runtime = super::super::runtime::RuntimeSocket::listen(&paths.containerd_socket)
+            .expect("runtime socket");
+        start_on(&paths, node).expect("containerd is up");
+
+        // Another endpoint, with nothing there; then the image endpoint on its own.
+        let crio = format!("{HEAD}containerRuntimeEndpoint: unix:///run/crio/crio.sock\n");
+        std::fs::write(&paths.config, &crio).expect("config");
+        let failure = start_on(&paths, node).expect_err("no crio");
+        assert!(
+            failure.error.contains(
+                "validate CRI v1 runtime API for endpoint \"unix:///run/crio/crio.sock\""
+            ) && failure
+                .error
+                .contains("dial unix /run/crio/crio.sock: connect: no such file or directory"),
+            "{failure:?}"
+        );
+        std::fs::write(
+            &paths.config,
+            format!("{HEAD}imageServiceEndpoint: unix:///run/images.sock\n"),
+        )
+        .expect("config");
+        let failure = start_on(&paths, node).expect_err("no image service");
+        assert!(
+            failure
+                .error
+                .contains("validate CRI v1 image API for endpoint \"unix:///run/images.sock\""),
+            "{failure:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn pid_capacity_is_the_nodes_pid_max_read_at_each_start() {
+        let inv = one_node();
+        let node = &inv.nodes[0];
+        let dir = tempfile::tempdir().expect("tempdir");
+        let paths = KubeletPaths::new(dir.path());
+        paths.prepare(node, true).expect("prepare");
+        let _runtime = super::super::runtime::RuntimeSocket::listen(&paths.containerd_socket)
+            .expect("runtime socket");
         let written = std::fs::read_to_string(&paths.pid_max).expect("pid_max written");
         assert_eq!(written, format!("{}\n", node::host_pid_max()));
         assert_eq!(
