@@ -1,8 +1,10 @@
 # syntax=docker/dockerfile:1
 #
-# kubelet-gitops: one image with both binaries,
+# kubelet-gitops: one image with every binary,
 #   /usr/local/bin/kubelet-gitops        the reconciler (and the CLI: validate, render, plan)
 #   /usr/local/bin/kubelet-gitops-agent  the node agent
+#   /usr/local/bin/kubelet-gitops-rescue the host-side rescue, copied out of the image onto
+#                                        each node (deploy/host/README.md); nothing runs it here
 # deploy/ runs the reconciler Deployment and the agent DaemonSet from this one image, each
 # with its own `command`. Build and push (docs/deploy.md, "The image"):
 #
@@ -32,9 +34,10 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     cargo build --release --locked \
         -p reconciler -p node-agent \
-        --bin kubelet-gitops --bin kubelet-gitops-agent \
+        --bin kubelet-gitops --bin kubelet-gitops-agent --bin kubelet-gitops-rescue \
  && install -D -m 0755 target/release/kubelet-gitops /out/kubelet-gitops \
- && install -D -m 0755 target/release/kubelet-gitops-agent /out/kubelet-gitops-agent
+ && install -D -m 0755 target/release/kubelet-gitops-agent /out/kubelet-gitops-agent \
+ && install -D -m 0755 target/release/kubelet-gitops-rescue /out/kubelet-gitops-rescue
 
 FROM gcr.io/distroless/cc-debian12:nonroot
 LABEL org.opencontainers.image.title="kubelet-gitops" \
@@ -43,6 +46,7 @@ LABEL org.opencontainers.image.title="kubelet-gitops" \
       org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=build /out/kubelet-gitops /usr/local/bin/kubelet-gitops
 COPY --from=build /out/kubelet-gitops-agent /usr/local/bin/kubelet-gitops-agent
+COPY --from=build /out/kubelet-gitops-rescue /usr/local/bin/kubelet-gitops-rescue
 # distroless's `nonroot` (65532). The reconciler runs as this user; the agent's DaemonSet
 # overrides it with user 0 and drops every capability (deploy/base/agent.yaml says why).
 USER 65532:65532

@@ -160,6 +160,16 @@ pub async fn run(config: Config) -> Result<(), AgentError> {
     let client = client(&config).await?;
     let placement = placement(&config)?;
     let target_file = host_path(&config.host_root, placement.target());
+    // Held for the agent's whole life, taken before the store is opened: while it is
+    // held, kubelet-gitops-rescue (run by systemd before every kubelet start) leaves the
+    // node to the agent; while the rescue works, the agent waits for it.
+    let _lock = crate::rescue::AgentLock::acquire(&config.checkpoint_dir)
+        .await
+        .map_err(|source| AgentError::Io {
+            op: "lock",
+            path: crate::rescue::AgentLock::path(&config.checkpoint_dir),
+            source,
+        })?;
     let store = CheckpointStore::open(&config.checkpoint_dir)?;
     let mut settings = KubeletSettings::new(config.restart.clone(), config.healthz_url.clone());
     settings.configz_url = config.configz_url.clone();

@@ -14,6 +14,7 @@ pub mod error;
 pub mod hostflags;
 pub mod kubelet;
 pub mod report;
+pub mod rescue;
 pub mod validate;
 pub mod watch;
 
