@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use commands::git;
 use reconciler::git::{
-    Backoff, GitAuth, GitConfig, GitError, GitRepo, PollEvent, PollResult, Poller, open_revision,
+    Backoff, GitAuth, GitConfig, GitError, GitRepo, PollEvent, PollResult, Poller, cached_head,
+    first_parent_history, open_revision,
 };
 use reconciler::source::{Entry, EntryKind, FileSource, SourceError};
 use tokio::sync::Notify;
@@ -362,6 +363,64 @@ fn the_cache_is_reused_across_restarts_and_forgets_another_url() {
     let got = repo.fetch().expect("fetch other");
     assert_eq!(got.previous, None);
     assert!(got.changed && !got.forced);
+}
+
+#[test]
+fn cached_head_reads_the_cache_without_the_remote_and_only_for_its_url() {
+    let remote = Remote::new(&[("a.yaml", "1\n")]);
+    let head = remote.head();
+    // No cache yet: nothing to resume from.
+    assert_eq!(cached_head(&remote.config("cache")), None);
+    {
+        let mut repo = GitRepo::open(remote.config("cache")).expect("open");
+        repo.fetch().expect("fetch");
+    }
+    // The remote is gone (a forge outage): the cache still says where the branch was.
+    std::fs::remove_dir_all(&remote.bare).expect("remove the remote");
+    assert_eq!(
+        cached_head(&remote.config("cache")).as_deref(),
+        Some(head.as_str())
+    );
+    // Another branch, or another remote on the same cache, is not what was cached.
+    let mut other_branch = remote.config("cache");
+    other_branch.branch = "release".to_string();
+    assert_eq!(cached_head(&other_branch), None);
+    let mut other_url = remote.config("cache");
+    other_url.url = "file:///elsewhere.git".to_string();
+    assert_eq!(cached_head(&other_url), None);
+}
+
+#[test]
+fn first_parent_history_walks_the_mainline_newest_first() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    let first = repo_with(dir, &[("a.yaml", "1\n")]);
+    let second = commit_files(dir, &[("a.yaml", "2\n")], "second");
+    // A merged side branch: its commit is not on the first-parent line.
+    git(dir, &["checkout", "-q", "-b", "side", &first]);
+    let side = commit_files(dir, &[("b.yaml", "side\n")], "side");
+    git(dir, &["checkout", "-q", "main"]);
+    git(dir, &["merge", "-q", "--no-ff", "-m", "merge side", "side"]);
+    let merge = git(dir, &["rev-parse", "HEAD"]);
+
+    let all = first_parent_history(dir, &merge, 10).expect("history");
+    assert_eq!(all, [merge.clone(), second.clone(), first.clone()]);
+    assert!(!all.contains(&side), "the side branch is not the mainline");
+    // The limit counts the head itself.
+    assert_eq!(
+        first_parent_history(dir, &merge, 2).expect("limited"),
+        [merge.clone(), second]
+    );
+    assert_eq!(first_parent_history(dir, &merge, 1).expect("one"), [merge]);
+
+    // An unknown commit names the revision and the repository.
+    let missing = "0123456789012345678901234567890123456789";
+    let err = first_parent_history(dir, missing, 10).expect_err("no such commit");
+    let msg = err.to_string();
+    assert!(
+        msg.contains(missing) && msg.contains(&dir.display().to_string()),
+        "{msg}"
+    );
 }
 
 #[test]

@@ -5,22 +5,16 @@
 mod support;
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
 use kubelet_gitops_sim::inventory::Inventory;
-use reconciler::controller::SyncState;
-use reconciler::rollout::PoolPhase;
 use serde_json::json;
 use support::*;
 
-const LONG: Duration = Duration::from_secs(90);
-
 /// Four nodes, two labelled pool a (managed) and two pool b (in no pool of the repo).
 async fn harness_with_pool_a_applied() -> (Harness, String, String) {
-    let mut h = Harness::start(Inventory::generate(4, &["a", "b"])).await;
-    h.start_agent(AgentOptions::default()).await;
+    let h = Harness::with_agent(Inventory::generate(4, &["a", "b"]), AgentOptions::default()).await;
     h.repo.write("kubelet-gitops.yaml", &settings_yaml()).write(
         "pools/a.yaml",
         &pool_yaml("a", "a", "maxUnavailable: 2", "    maxPods: 60\n"),
@@ -29,16 +23,12 @@ async fn harness_with_pool_a_applied() -> (Harness, String, String) {
     let first = h.reconciler(h.run_config("first")).await;
     let mut sync = first.sync_state();
     wait_state(&mut sync, "pool a complete", LONG, |s| {
-        s.applied.as_ref().is_some_and(|a| a.commit == applied) && all_complete(s)
+        s.applied.as_ref().is_some_and(|a| a.commit == applied) && all_complete(s, 1)
     })
     .await;
     first.stop().await.unwrap();
     let cm = only_configmap(&h);
     (h, applied, cm)
-}
-
-fn all_complete(s: &SyncState) -> bool {
-    !s.pools.is_empty() && s.pools.iter().all(|p| p.phase == PoolPhase::Complete)
 }
 
 fn only_configmap(h: &Harness) -> String {
@@ -168,7 +158,7 @@ async fn a_restart_while_the_remote_is_unreachable_resumes_from_the_git_cache() 
     wait_state(&mut sync, "the next commit complete", LONG, |s| {
         s.unreachable.is_none()
             && s.applied.as_ref().is_some_and(|a| a.commit == next)
-            && all_complete(s)
+            && all_complete(s, 1)
     })
     .await;
     second.stop().await.unwrap();
