@@ -87,8 +87,13 @@ pub fn init_logging(format: LogFormat, filter: &str) {
         eprintln!("invalid log filter {filter:?} ({e}); using \"info\"");
         EnvFilter::new("info")
     });
+    // Colours only for a person at a terminal: `kubectl logs`, the journal and log
+    // shippers get plain text (tracing-subscriber colours whenever NO_COLOR is unset).
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr);
     let result = match format {
         LogFormat::Text => builder.try_init(),

@@ -45,6 +45,7 @@ fn spawn_agent(h: &Harness, log: &Path) -> Child {
     Command::new(env!("CARGO_BIN_EXE_kubelet-gitops-agent"))
         .args(&args[1..])
         .env("KUBELET_GITOPS_LOG", "info")
+        .env_remove("NO_COLOR")
         .stdout(Stdio::null())
         .stderr(Stdio::from(log))
         .kill_on_drop(true)
@@ -153,6 +154,14 @@ async fn an_agent_killed_at_any_phase_resumes_and_converges() {
         agent.wait().await.expect("reaped");
     }
     eprintln!("kills landed in: {landed:?}");
+    // Written to a file (as to `kubectl logs` or the journal), with NO_COLOR unset: plain
+    // text, no terminal colour codes.
+    let text = std::fs::read_to_string(&log).expect("agent log");
+    assert!(text.contains("kubelet-gitops-agent starting"), "{text}");
+    assert!(
+        !text.contains('\x1b'),
+        "colour codes in a log file:\n{text}"
+    );
     h.shutdown().await;
 }
 

@@ -214,3 +214,39 @@ fn configmap_name_is_stable_and_content_addressed() {
     let out = run(&["configmap-name", "Kubelet_GPU", &a]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn run_logs_plain_text_when_not_at_a_terminal() {
+    // `kubectl logs`, the journal and log shippers read a pipe or a file: no colour codes,
+    // even with NO_COLOR unset. The repository does not exist: `--once` stops at once.
+    let tmp = tempfile::tempdir().unwrap();
+    let kubeconfig = write(
+        tmp.path(),
+        "kubeconfig",
+        b"apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'http://127.0.0.1:1'}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n",
+    );
+    let repo = format!("file://{}", tmp.path().join("missing.git").display());
+    let cache = tmp.path().join("cache");
+    let out = bin()
+        .args([
+            "run",
+            "--once",
+            "--admin-addr",
+            "off",
+            "--log-format",
+            "text",
+        ])
+        .args(["--repo-url", &repo, "--kubeconfig", &kubeconfig])
+        .arg("--cache-dir")
+        .arg(&cache)
+        .env_remove("NO_COLOR")
+        .output()
+        .expect("run kubelet-gitops");
+    let err = text(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("INFO") && err.contains("missing.git") && err.contains("ERROR"),
+        "{err}"
+    );
+    assert!(!err.contains('\x1b'), "colour codes in piped logs:\n{err}");
+}

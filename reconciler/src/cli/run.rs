@@ -11,8 +11,13 @@ use crate::controller::{self, error_chain};
 /// Installs the global tracing subscriber: `filter` (EnvFilter syntax) in `format`.
 fn init_logging(format: LogFormat, filter: &str) -> Result<(), String> {
     let filter = EnvFilter::try_new(filter).map_err(|e| format!("--log {filter:?}: {e}"))?;
+    // Colours only for a person at a terminal: `kubectl logs` and log shippers get plain
+    // text (tracing-subscriber colours whenever NO_COLOR is unset).
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr);
     let installed = match format {
         LogFormat::Text => builder.try_init(),
