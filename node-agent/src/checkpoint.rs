@@ -30,6 +30,7 @@
 //! pub fn clean_temp_files(dir: &Path, name: &str) -> io::Result<usize>
 //! pub fn sha256_hex(bytes: &[u8]) -> String
 //! pub struct Checkpoint { pub config: ConfigRef, pub uid: String, pub resource_version: String, pub sha256: String }
+//! impl Checkpoint { pub fn local(original: &[u8]) -> Checkpoint }
 //! pub enum ApplyPhase { Checkpointed, Written, Restarted, Verified }
 //! pub struct Assigned { pub checkpoint: Checkpoint, pub phase: ApplyPhase, pub since: u64, pub previous: Option<Checkpoint>,
 //!                       pub state_files: Option<Vec<String>>, pub ready_pods: Vec<String>, pub failed: Option<Verdict> }
@@ -179,6 +180,20 @@ pub struct Checkpoint {
     pub resource_version: String,
     /// The sha256 of the payload, lowercase hex.
     pub sha256: String,
+}
+
+impl Checkpoint {
+    /// The checkpoint standing for the node's own config file (`original`, as saved before
+    /// the first apply). The agent and kubelet-gitops-rescue must agree on it: both compare
+    /// it with what `meta/assigned` and `meta/last-known-good` record.
+    pub fn local(original: &[u8]) -> Checkpoint {
+        Checkpoint {
+            config: ConfigRef::Local,
+            uid: kubelet_gitops_core::protocol::LOCAL.to_string(),
+            resource_version: "original".to_string(),
+            sha256: sha256_hex(original),
+        }
+    }
 }
 
 /// Where an apply was when the agent last recorded it, so a restarted agent knows what to

@@ -54,7 +54,7 @@ use std::time::Duration;
 
 use clap::{CommandFactory as _, FromArgMatches as _, Parser};
 use kubelet_gitops_core::flags::DEFAULT_ROOT_DIR;
-use kubelet_gitops_core::protocol::{ConfigRef, LOCAL, reason};
+use kubelet_gitops_core::protocol::{ConfigRef, reason};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use tracing::{debug, error, info, warn};
@@ -418,16 +418,6 @@ pub enum Outcome {
     },
 }
 
-/// The checkpoint standing for the node's own config file, as the agent makes it.
-fn local_checkpoint(original: &[u8]) -> Checkpoint {
-    Checkpoint {
-        config: ConfigRef::Local,
-        uid: LOCAL.to_string(),
-        resource_version: "original".to_string(),
-        sha256: sha256_hex(original),
-    }
-}
-
 /// On-disk envelope of the checkpoint store's metadata files.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -563,7 +553,7 @@ fn observe(
         Err(e) => return Err(e.into()),
     };
     let local_original = match store.local_original() {
-        Ok(o) => o.map(|bytes| local_checkpoint(&bytes)),
+        Ok(o) => o.map(|bytes| Checkpoint::local(&bytes)),
         Err(e) if e.is_corrupt() => {
             warn!(error = %e, "the saved local config is corrupt; it will not be used");
             None
@@ -925,7 +915,7 @@ mod tests {
                 Some(cp("a", "1")),
             )),
             last_known_good: Some(cp("a", "1")),
-            local_original: Some(local_checkpoint(b"local")),
+            local_original: Some(Checkpoint::local(b"local")),
             sighting: None,
         }
     }
@@ -1059,7 +1049,7 @@ mod tests {
         let Action::RollBack { to, record } = decide(&o) else {
             panic!("{:?}", decide(&o));
         };
-        assert_eq!(to, local_checkpoint(b"local"));
+        assert_eq!(to, Checkpoint::local(b"local"));
         assert_eq!(record.checkpoint.config, ConfigRef::Local);
         // Nothing saved either: nothing to go to.
         o.local_original = None;

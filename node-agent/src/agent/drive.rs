@@ -158,16 +158,6 @@ fn resource_version(node: &Node) -> Option<u64> {
     node.metadata.resource_version.as_deref()?.parse().ok()
 }
 
-/// The checkpoint standing for the node's own config file.
-fn local_checkpoint(original: &[u8]) -> Checkpoint {
-    Checkpoint {
-        config: ConfigRef::Local,
-        uid: LOCAL.to_string(),
-        resource_version: "original".to_string(),
-        sha256: sha256_hex(original),
-    }
-}
-
 /// An error and its causes, `: `-joined.
 fn chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
@@ -1083,7 +1073,7 @@ impl Driver {
             AgentError::Setup("the node's original config was never saved".into())
         })?;
         let assigned = Assigned::new(
-            local_checkpoint(&original),
+            Checkpoint::local(&original),
             ApplyPhase::Checkpointed,
             unix_now(),
             self.current_checkpoint()?,
@@ -1591,7 +1581,7 @@ impl Driver {
             let original = self.store.local_original()?.ok_or_else(|| {
                 AgentError::Setup("the node's original config was never saved".into())
             })?;
-            local_checkpoint(&original)
+            Checkpoint::local(&original)
         } else {
             self.last_known_good()?
                 .filter(|c| c.config == to)
