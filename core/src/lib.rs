@@ -6,7 +6,8 @@
 //! validation ([`validation`]), its command-line flags and their precedence ([`flags`],
 //! [`effective`]), node-allocatable arithmetic and cgroup layout ([`allocatable`]), and
 //! the content-addressed ConfigMap names that `kubectl --append-hash` computes ([`hash`]),
-//! and the node protocol both binaries speak ([`protocol`]).
+//! and the node protocol both binaries speak ([`protocol`]), and how a node's paths are
+//! reached from under a root ([`hostpath`]).
 //!
 //! Nothing in this crate talks to a Kubernetes API server.
 
@@ -18,6 +19,7 @@ pub mod effective;
 pub mod features;
 pub mod flags;
 pub mod hash;
+pub mod hostpath;
 pub mod protocol;
 pub mod quantity;
 pub mod types;

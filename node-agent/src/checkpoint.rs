@@ -31,6 +31,8 @@
 //! pub fn sha256_hex(bytes: &[u8]) -> String
 //! pub struct Checkpoint { pub config: ConfigRef, pub uid: String, pub resource_version: String, pub sha256: String }
 //! impl Checkpoint { pub fn local(original: &[u8]) -> Checkpoint }
+//! pub fn meta_path(dir: &Path, name: &str) -> PathBuf
+//! pub fn read_framed<T>(path: &Path) -> Result<Option<T>, CheckpointError>; pub fn write_framed<T>(path: &Path, value: &T) -> Result<(), CheckpointError>
 //! pub enum ApplyPhase { Checkpointed, Written, Restarted, Verified }
 //! pub struct Assigned { pub checkpoint: Checkpoint, pub phase: ApplyPhase, pub since: u64, pub previous: Option<Checkpoint>,
 //!                       pub state_files: Option<Vec<String>>, pub ready_pods: Vec<String>, pub failed: Option<Verdict> }
@@ -79,7 +81,8 @@ const NEXT_SHA_FILE: &str = "kubelet.next.sha256";
 const META_DIR: &str = "meta";
 const CHECKPOINTS_DIR: &str = "checkpoints";
 const LOCAL_DIR: &str = "local";
-const ASSIGNED_FILE: &str = "assigned";
+/// In `meta/`: the apply in flight ([`Assigned`]).
+pub const ASSIGNED_FILE: &str = "assigned";
 const LKG_FILE: &str = "last-known-good";
 /// Infix of temp files: `.<name>.tmp-<pid>-<n>`.
 const TMP_MARK: &str = ".tmp-";
@@ -328,6 +331,61 @@ struct EnvelopeIn<'a> {
     value: &'a RawValue,
 }
 
+/// Metadata file `name` of the checkpoint directory `dir`: `<dir>/meta/<name>`.
+pub fn meta_path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(META_DIR).join(name)
+}
+
+/// Reads a metadata file in the store's framing (`{"sha256":..,"value":..}`) without
+/// opening the store (which tidies the directory): `None` when the file is missing; a
+/// corrupt or malformed file is an error for which [`CheckpointError::is_corrupt`] holds.
+pub fn read_framed<T: for<'de> Deserialize<'de>>(
+    path: &Path,
+) -> Result<Option<T>, CheckpointError> {
+    let bytes = match fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_err("read", path)(e)),
+    };
+    let malformed = |reason: String| CheckpointError::Malformed {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let envelope: EnvelopeIn<'_> =
+        serde_json::from_slice(&bytes).map_err(|e| malformed(e.to_string()))?;
+    if !is_sha256_hex(&envelope.sha256) {
+        return Err(malformed(format!(
+            "sha256 {:?} is not 64 lowercase hex digits",
+            envelope.sha256
+        )));
+    }
+    let actual = sha256_hex(envelope.value.get().as_bytes());
+    if actual != envelope.sha256 {
+        return Err(CheckpointError::Corrupt {
+            path: path.to_path_buf(),
+            expected: envelope.sha256,
+            actual,
+        });
+    }
+    let value = serde_json::from_str(envelope.value.get()).map_err(|e| malformed(e.to_string()))?;
+    Ok(Some(value))
+}
+
+/// Writes `value` as a metadata file in the store's framing, atomically.
+pub fn write_framed<T: Serialize>(path: &Path, value: &T) -> Result<(), CheckpointError> {
+    let body = serde_json::to_string(value).map_err(|e| CheckpointError::Malformed {
+        path: path.to_path_buf(),
+        reason: format!("cannot serialize: {e}"),
+    })?;
+    // `body` is a JSON object; embedding it verbatim keeps its exact bytes, which is
+    // what the sha256 covers.
+    let file = format!(
+        "{{\"sha256\":\"{}\",\"value\":{body}}}\n",
+        sha256_hex(body.as_bytes())
+    );
+    write_atomic(path, file.as_bytes()).map_err(io_err("write", path))
+}
+
 /// The checkpoint directory.
 #[derive(Debug, Clone)]
 pub struct CheckpointStore {
@@ -392,7 +450,7 @@ impl CheckpointStore {
     }
 
     fn meta(&self, name: &str) -> PathBuf {
-        self.dir.join(META_DIR).join(name)
+        meta_path(&self.dir, name)
     }
 
     fn checkpoint_dir(
@@ -485,50 +543,11 @@ impl CheckpointStore {
         &self,
         name: &str,
     ) -> Result<Option<T>, CheckpointError> {
-        let path = self.meta(name);
-        let bytes = match fs::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io_err("read", &path)(e)),
-        };
-        let malformed = |reason: String| CheckpointError::Malformed {
-            path: path.clone(),
-            reason,
-        };
-        let envelope: EnvelopeIn<'_> =
-            serde_json::from_slice(&bytes).map_err(|e| malformed(e.to_string()))?;
-        if !is_sha256_hex(&envelope.sha256) {
-            return Err(malformed(format!(
-                "sha256 {:?} is not 64 lowercase hex digits",
-                envelope.sha256
-            )));
-        }
-        let actual = sha256_hex(envelope.value.get().as_bytes());
-        if actual != envelope.sha256 {
-            return Err(CheckpointError::Corrupt {
-                path,
-                expected: envelope.sha256,
-                actual,
-            });
-        }
-        let value =
-            serde_json::from_str(envelope.value.get()).map_err(|e| malformed(e.to_string()))?;
-        Ok(Some(value))
+        read_framed(&self.meta(name))
     }
 
     fn write_meta<T: Serialize>(&self, name: &str, value: &T) -> Result<(), CheckpointError> {
-        let path = self.meta(name);
-        let body = serde_json::to_string(value).map_err(|e| CheckpointError::Malformed {
-            path: path.clone(),
-            reason: format!("cannot serialize: {e}"),
-        })?;
-        // `body` is a JSON object; embedding it verbatim keeps its exact bytes, which is
-        // what the sha256 covers.
-        let file = format!(
-            "{{\"sha256\":\"{}\",\"value\":{body}}}\n",
-            sha256_hex(body.as_bytes())
-        );
-        write_atomic(&path, file.as_bytes()).map_err(io_err("write", &path))
+        write_framed(&self.meta(name), value)
     }
 
     fn remove_meta(&self, name: &str) -> Result<(), CheckpointError> {

@@ -30,7 +30,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use kubelet_gitops_core::flags::{
     DEFAULT_KUBELET_ENV, EnvironmentFile, KUBEADM_DROPIN, KUBEADM_FLAGS_ENV, KubeletFlags,
@@ -92,26 +92,7 @@ impl fmt::Display for FlagSource {
     }
 }
 
-/// `path` (a path on the host) under `host_root`: `/etc/x` under `/host` is `/host/etc/x`.
-/// `..` components cannot climb above the root.
-pub fn host_path(host_root: &Path, path: impl AsRef<Path>) -> PathBuf {
-    let mut out = host_root.to_path_buf();
-    let mut depth = 0usize;
-    for c in path.as_ref().components() {
-        match c {
-            Component::Normal(part) => {
-                out.push(part);
-                depth += 1;
-            }
-            Component::ParentDir if depth > 0 => {
-                out.pop();
-                depth -= 1;
-            }
-            _ => {}
-        }
-    }
-    out
-}
+pub use kubelet_gitops_core::hostpath::host_path;
 
 /// Reads a host file; `None` when it does not exist.
 fn read_optional(host_root: &Path, path: &str) -> Result<Option<String>, HostError> {
@@ -271,22 +252,6 @@ fn proc_args(host_root: &Path) -> Result<Vec<String>, HostError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn host_paths_stay_under_the_root() {
-        let root = Path::new("/host");
-        assert_eq!(
-            host_path(root, "/etc/kubernetes"),
-            Path::new("/host/etc/kubernetes")
-        );
-        assert_eq!(host_path(root, "var/lib"), Path::new("/host/var/lib"));
-        assert_eq!(
-            host_path(root, "/../../etc/shadow"),
-            Path::new("/host/etc/shadow")
-        );
-        assert_eq!(host_path(root, "/a/../b"), Path::new("/host/b"));
-        assert_eq!(host_path(Path::new("/"), "/etc/x"), Path::new("/etc/x"));
-    }
 
     #[test]
     fn sources_display_for_messages() {

@@ -56,12 +56,12 @@ use clap::{CommandFactory as _, FromArgMatches as _, Parser};
 use kubelet_gitops_core::flags::DEFAULT_ROOT_DIR;
 use kubelet_gitops_core::protocol::{ConfigRef, reason};
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use tracing::{debug, error, info, warn};
 
 use crate::args::{DROP_IN_FILE, Mode};
 use crate::checkpoint::{
-    ApplyPhase, Assigned, Checkpoint, CheckpointStore, Verdict, sha256_hex, write_atomic,
+    ASSIGNED_FILE, ApplyPhase, Assigned, Checkpoint, CheckpointStore, Verdict, meta_path,
+    read_framed, write_atomic, write_framed,
 };
 use crate::error::CheckpointError;
 use crate::kubelet::remove_state_files;
@@ -418,57 +418,12 @@ pub enum Outcome {
     },
 }
 
-/// On-disk envelope of the checkpoint store's metadata files.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Envelope<'a> {
-    sha256: String,
-    #[serde(borrow)]
-    value: &'a RawValue,
-}
-
-/// Reads a metadata file in the checkpoint store's framing (`{"sha256":..,"value":..}`),
-/// without opening the store (which writes). `Ok(None)` when the file is missing;
-/// `Err` with the reason when it does not parse or its sha256 does not match.
-fn read_framed<T: for<'de> Deserialize<'de>>(path: &Path) -> io::Result<Result<Option<T>, String>> {
-    let bytes = match fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Ok(None)),
-        Err(e) => return Err(e),
-    };
-    let parsed = (|| {
-        let env: Envelope<'_> = serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
-        let actual = sha256_hex(env.value.get().as_bytes());
-        if actual != env.sha256 {
-            return Err(format!("sha256 {actual} does not match {}", env.sha256));
-        }
-        serde_json::from_str(env.value.get())
-            .map(Some)
-            .map_err(|e| e.to_string())
-    })();
-    Ok(parsed)
-}
-
-/// Writes `value` in the checkpoint store's framing, atomically.
-fn write_framed<T: Serialize>(path: &Path, value: &T) -> Result<(), RescueError> {
-    let body = serde_json::to_string(value).map_err(|e| RescueError::Io {
-        op: "serialize",
-        path: path.to_path_buf(),
-        source: io::Error::other(e),
-    })?;
-    let file = format!(
-        "{{\"sha256\":\"{}\",\"value\":{body}}}\n",
-        sha256_hex(body.as_bytes())
-    );
-    write_atomic(path, file.as_bytes()).map_err(io_err("write", path))
-}
-
 fn assigned_path(dir: &Path) -> PathBuf {
-    dir.join("meta").join("assigned")
+    meta_path(dir, ASSIGNED_FILE)
 }
 
 fn sighting_path(dir: &Path) -> PathBuf {
-    dir.join("meta").join(SIGHTING_FILE)
+    meta_path(dir, SIGHTING_FILE)
 }
 
 /// What the rescue decides from `meta/assigned` alone, read without the lock and without
@@ -476,7 +431,7 @@ fn sighting_path(dir: &Path) -> PathBuf {
 /// else is found, `None` when a config is in flight and a closer look is needed.
 fn first_look(dir: &Path) -> Result<Option<Idle>, RescueError> {
     let path = assigned_path(dir);
-    match read_framed::<Assigned>(&path).map_err(io_err("read", &path))? {
+    match read_framed::<Assigned>(&path) {
         Ok(assigned) => {
             let o = Observed {
                 now: 0,
@@ -492,12 +447,13 @@ fn first_look(dir: &Path) -> Result<Option<Idle>, RescueError> {
                 _ => None,
             })
         }
-        Err(why) => {
+        Err(e) if e.is_corrupt() => {
             // The agent treats a corrupt meta/assigned as the local config; so does the
             // rescue: nothing it could complete.
-            warn!(path = %path.display(), reason = %why, "meta/assigned is unreadable; leaving the node alone");
+            warn!(path = %path.display(), reason = %e, "meta/assigned is unreadable; leaving the node alone");
             Ok(Some(Idle::NothingInFlight))
         }
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -561,12 +517,13 @@ fn observe(
         Err(e) => return Err(e.into()),
     };
     let path = sighting_path(store.dir());
-    let sighting = match read_framed::<Sighting>(&path).map_err(io_err("read", &path))? {
+    let sighting = match read_framed::<Sighting>(&path) {
         Ok(s) => s,
-        Err(why) => {
-            warn!(path = %path.display(), reason = %why, "meta/rescue is unreadable; starting over");
+        Err(e) if e.is_corrupt() => {
+            warn!(path = %path.display(), reason = %e, "meta/rescue is unreadable; starting over");
             None
         }
+        Err(e) => return Err(e.into()),
     };
     Ok(Observed {
         now,
@@ -887,6 +844,7 @@ impl RescueArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::checkpoint::sha256_hex;
 
     fn cm(name: &str) -> ConfigRef {
         ConfigRef::configmap("kubelet-gitops", name)

@@ -64,6 +64,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use kubelet_gitops_core::hostpath::host_path;
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
@@ -198,7 +199,7 @@ impl KubeletPaths {
 
     /// The paths under `root`.
     pub fn new(root: &Path) -> KubeletPaths {
-        let under = |path: &str| noderoot::within(root, path);
+        let under = |path: &str| host_path(root, path);
         KubeletPaths {
             root: root.to_path_buf(),
             config: under(Self::CONFIG),
@@ -256,10 +257,7 @@ impl KubeletPaths {
     /// itself is made by the stand-in ([`KubeletHandle::spawn`]).
     pub fn prepare(&self, node: &InventoryNode, cgroup_v2: bool) -> Result<(), String> {
         let io = |what: &Path, e: std::io::Error| format!("{}: {e}", what.display());
-        let host_dirs: Vec<PathBuf> = HOST_DIRS
-            .iter()
-            .map(|d| noderoot::within(&self.root, d))
-            .collect();
+        let host_dirs: Vec<PathBuf> = HOST_DIRS.iter().map(|d| host_path(&self.root, d)).collect();
         for dir in [
             self.config.parent(),
             Some(self.drop_in_dir.as_path()),
@@ -292,7 +290,7 @@ impl KubeletPaths {
                 .map_err(|e| io(&self.pid_max, e))?;
         }
         for (path, content) in HOST_FILES {
-            let file = noderoot::within(&self.root, path);
+            let file = host_path(&self.root, path);
             if file.symlink_metadata().is_ok() {
                 continue;
             }

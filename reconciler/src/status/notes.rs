@@ -194,7 +194,7 @@ struct Inner {
 struct PushState {
     /// Lines written locally and not pushed yet, by (commit, context): the order they
     /// were first written in (to write them again in that order), and the line.
-    unpushed: BTreeMap<(String, String), (u64, String)>,
+    unpushed: BTreeMap<(String, String), (u64, Line)>,
     /// The order number of the next line first written.
     next_line: u64,
     failures: u32,
@@ -242,13 +242,11 @@ impl Notes {
     /// Writes `status` as its context's line in the commit's note, then pushes if a
     /// remote is configured and a push is due. A failed push is logged, not returned.
     pub(crate) async fn post_status(&self, status: &CommitStatus) -> Result<(), StatusError> {
-        let line = Line::of(&self.inner, status)?;
-        let inner = Arc::clone(&self.inner);
-        match tokio::task::spawn_blocking(move || inner.write_round(&[line])).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(failure)) => Err(failure.error(&self.inner.config.repo_path)),
-            Err(e) => Err(RoundFailure::Task(e.to_string()).error(&self.inner.config.repo_path)),
-        }
+        self.post_statuses(std::slice::from_ref(status))
+            .await
+            .pop()
+            // Invariant: post_statuses answers one result per status it is given.
+            .expect("post_statuses answers one result per status")
     }
 
     /// Writes every status of a round as its context's line in its commit's note, all in
@@ -370,8 +368,8 @@ impl Inner {
                 state
                     .unpushed
                     .entry((line.sha.clone(), line.context.clone()))
-                    .and_modify(|(_, text)| text.clone_from(&line.text))
-                    .or_insert_with(|| (order, line.text.clone()));
+                    .and_modify(|(_, queued)| queued.clone_from(line))
+                    .or_insert_with(|| (order, line.clone()));
             }
             self.push_if_due(&repo, &mut state);
         }
@@ -445,7 +443,7 @@ impl Inner {
         &self,
         repo: &Repository,
         remote: &NotesRemote,
-        unpushed: &BTreeMap<(String, String), (u64, String)>,
+        unpushed: &BTreeMap<(String, String), (u64, Line)>,
     ) -> Result<bool, StatusError> {
         let url = redact_url(&remote.url);
         let mut git_remote = repo
@@ -490,19 +488,9 @@ impl Inner {
                 let signature = self.signature()?;
                 // In the order first written, so a context's line lands where it
                 // would have without the rebase.
-                let mut ordered: Vec<_> = unpushed.iter().collect();
-                ordered.sort_by_key(|(_, (order, _))| *order);
-                let lines = ordered
-                    .into_iter()
-                    .map(|((sha, context), (_, text))| {
-                        Ok(Line {
-                            oid: self.oid(sha)?,
-                            sha: sha.clone(),
-                            context: context.clone(),
-                            text: text.clone(),
-                        })
-                    })
-                    .collect::<Result<Vec<Line>, StatusError>>()?;
+                let mut ordered: Vec<&(u64, Line)> = unpushed.values().collect();
+                ordered.sort_by_key(|(order, _)| *order);
+                let lines: Vec<Line> = ordered.into_iter().map(|(_, l)| l.clone()).collect();
                 write_lines(repo, &signature, &lines)
                     .map_err(|source| self.error("rewriting notes", source))?;
             }

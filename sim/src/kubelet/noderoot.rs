@@ -85,26 +85,10 @@ pub fn resolve(root: &Path, path: impl AsRef<Path>) -> io::Result<PathBuf> {
     Ok(out)
 }
 
-/// `path` under `base`, lexically: `..` never climbs above `base`, nothing is read. For
-/// names that are not files on the node (cgroup paths under the cgroup root).
-pub fn within(base: &Path, path: impl AsRef<Path>) -> PathBuf {
-    let mut parts: Vec<OsString> = Vec::new();
-    for step in steps_reversed(path.as_ref()).into_iter().rev() {
-        match step {
-            Step::Name(name) => parts.push(name),
-            Step::Parent => {
-                parts.pop();
-            }
-        }
-    }
-    let mut out = base.to_path_buf();
-    out.extend(parts);
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kubelet_gitops_core::hostpath::host_path;
     use std::os::unix::fs::symlink;
 
     #[test]
@@ -132,8 +116,8 @@ mod tests {
             root.join("etc/passwd")
         );
         assert_eq!(resolve(root, "/a/../../b").unwrap(), root.join("b"));
-        assert_eq!(within(root, "/../../x.slice"), root.join("x.slice"));
-        assert_eq!(within(root, "/a/../b.slice"), root.join("b.slice"));
+        assert_eq!(host_path(root, "/../../x.slice"), root.join("x.slice"));
+        assert_eq!(host_path(root, "/a/../b.slice"), root.join("b.slice"));
     }
 
     #[test]

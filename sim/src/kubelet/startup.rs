@@ -12,14 +12,15 @@ use kubelet_gitops_core::allocatable::{
 };
 use kubelet_gitops_core::effective::{self, EffectiveError, Source};
 use kubelet_gitops_core::flags::{self, FlagError, KubeletFlags};
+use kubelet_gitops_core::hostpath::host_path;
 use kubelet_gitops_core::types::KubeletConfiguration;
 use kubelet_gitops_core::validation::{self, HostInfo};
 use serde_json::{Value, json};
 
 use crate::inventory::InventoryNode;
 
+use super::KubeletPaths;
 use super::node::{self, NodeStatus};
-use super::{KubeletPaths, noderoot};
 
 /// The cgroup v1 controllers the kubelet's cgroupfs manager requires a cgroup in
 /// (`cgroupManagerImpl.Exists`); the sim's v1 tree has one directory per controller.
@@ -424,10 +425,10 @@ impl CgroupTree<'_> {
     /// name stops at its hierarchy's root.
     pub fn dirs(&self, path: &str) -> Vec<PathBuf> {
         match self.version {
-            CgroupVersion::V2 => vec![noderoot::within(self.root, path)],
+            CgroupVersion::V2 => vec![host_path(self.root, path)],
             CgroupVersion::V1 => V1_CONTROLLERS
                 .iter()
-                .map(|c| noderoot::within(&self.root.join(c), path))
+                .map(|c| host_path(&self.root.join(c), path))
                 .collect(),
         }
     }
@@ -446,7 +447,7 @@ impl CgroupTree<'_> {
     /// Writes the values the kubelet writes into `spec`'s interface files.
     pub fn write_limits(&self, spec: &CgroupSpec) -> std::io::Result<()> {
         for limit in &spec.limits {
-            let file = noderoot::within(self.root, &limit.path);
+            let file = host_path(self.root, &limit.path);
             if let Some(parent) = file.parent() {
                 std::fs::create_dir_all(parent)?;
             }
