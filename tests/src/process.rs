@@ -126,8 +126,6 @@ impl Proc {
         let child = Command::new(&self.program)
             .args(&self.args)
             .stdin(Stdio::null())
-            // Plain text in the log files.
-            .env("NO_COLOR", "1")
             .stdout(Stdio::from(file))
             .stderr(Stdio::from(err))
             .kill_on_drop(true)

@@ -83,8 +83,6 @@ impl Agents {
         let err = out.try_clone().map_err(io("open", log))?;
         let child = Command::new(bin)
             .args(args)
-            // Plain text in the log files.
-            .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
