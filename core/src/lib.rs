@@ -12,14 +12,18 @@
 //! Nothing in this crate talks to a Kubernetes API server.
 
 pub mod allocatable;
+mod cpuset;
 pub mod decode;
 pub mod defaults;
 pub mod duration;
 pub mod effective;
+mod eviction;
 pub mod features;
 pub mod flags;
+mod go;
 pub mod hash;
 pub mod hostpath;
+pub mod names;
 pub mod protocol;
 pub mod quantity;
 pub mod types;

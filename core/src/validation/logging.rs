@@ -10,9 +10,10 @@
 use std::collections::BTreeMap;
 
 use crate::features;
+use crate::go;
 use crate::types::{LoggingConfiguration, OutputRoutingOptions};
 
-use super::{ValidationError, err, go_quote};
+use super::{ValidationError, err};
 
 const MAX_INT32: u32 = i32::MAX as u32;
 
@@ -38,7 +39,10 @@ pub(super) fn validate(
         }
         other => out.push(err(
             "logging.format",
-            format!("Invalid value: {}: Unsupported log format", go_quote(other)),
+            format!(
+                "Invalid value: {}: Unsupported log format",
+                go::quote(other)
+            ),
         )),
     }
 
@@ -70,7 +74,7 @@ pub(super) fn validate(
                 field(),
                 format!(
                     "Invalid value: {}: File pattern must not contain equal sign or comma",
-                    go_quote(&item.file_pattern)
+                    go::quote(&item.file_pattern)
                 ),
             ));
         }

@@ -1,9 +1,10 @@
 //! `reservedMemory`: the memory manager's per-NUMA-node reservations
 //! (`validateReservedMemoryConfiguration`, `validation_reserved_memory.go`).
 
+use crate::go;
 use crate::types::MemoryReservation;
 
-use super::{ValidationError, err, go_quote};
+use super::{ValidationError, err};
 
 /// Every limit must be `memory` or `hugepages-<size>`, non-zero, and appear once per NUMA
 /// node across all entries.
@@ -17,7 +18,7 @@ pub(super) fn validate(reservations: &[MemoryReservation], out: &mut Vec<Validat
                     field(),
                     format!(
                         "invalid configuration: the limit type {} for NUMA node {node} is not supported, only [memory hugepages-<HugePageSize>] is accepted",
-                        go_quote(name)
+                        go::quote(name)
                     ),
                 ));
             }
@@ -26,7 +27,7 @@ pub(super) fn validate(reservations: &[MemoryReservation], out: &mut Vec<Validat
                     field(),
                     format!(
                         "invalid configuration: reserved memory may not be zero for NUMA node {node} and resource {}",
-                        go_quote(name)
+                        go::quote(name)
                     ),
                 ));
             }
@@ -38,7 +39,7 @@ pub(super) fn validate(reservations: &[MemoryReservation], out: &mut Vec<Validat
                     field(),
                     format!(
                         "invalid configuration: the reserved memory has a duplicate value for NUMA node {node} and resource {}",
-                        go_quote(name)
+                        go::quote(name)
                     ),
                 ));
             }

@@ -4,9 +4,10 @@
 //! front of an endpoint without `//`), so that the errors and the scheme check match the
 //! kubelet's: an emulation of the parts of `net/url` that can fail, not a URL library.
 
+use crate::go;
 use crate::types::TracingConfiguration;
 
-use super::{ValidationError, err, go_quote};
+use super::{ValidationError, err};
 
 const MAX_SAMPLING_RATE_PER_MILLION: i32 = 1_000_000;
 
@@ -41,11 +42,11 @@ fn endpoint_error(endpoint: &str) -> Option<String> {
         &prefixed
     };
     match url_scheme(endpoint) {
-        Err(e) => Some(format!("Invalid value: {}: {e}", go_quote(endpoint))),
+        Err(e) => Some(format!("Invalid value: {}: {e}", go::quote(endpoint))),
         Ok(scheme) if matches!(scheme.as_str(), "dns" | "unix" | "unix-abstract") => None,
         Ok(scheme) => Some(format!(
             "Invalid value: {}: unsupported scheme: {scheme}.  Options are none, dns, unix, or unix-abstract.  See https://github.com/grpc/grpc/blob/master/doc/naming.md",
-            go_quote(endpoint)
+            go::quote(endpoint)
         )),
     }
 }
@@ -56,9 +57,9 @@ fn url_scheme(raw: &str) -> Result<String, String> {
         Some((u, f)) => (u, Some(f)),
         None => (raw, None),
     };
-    let scheme = parse(u).map_err(|e| format!("parse {}: {e}", go_quote(u)))?;
+    let scheme = parse(u).map_err(|e| format!("parse {}: {e}", go::quote(u)))?;
     if let Some(f) = fragment {
-        unescape(f, Mode::Fragment).map_err(|e| format!("parse {}: {e}", go_quote(raw)))?;
+        unescape(f, Mode::Fragment).map_err(|e| format!("parse {}: {e}", go::quote(raw)))?;
     }
     Ok(scheme)
 }
@@ -166,7 +167,7 @@ fn parse_host(host: &str) -> Result<(), String> {
         };
         let colon_port = &host[i + 1..];
         if !valid_optional_port(colon_port) {
-            return Err(format!("invalid port {} after host", go_quote(colon_port)));
+            return Err(format!("invalid port {} after host", go::quote(colon_port)));
         }
         if let Some(zone) = host[..i].find("%25") {
             unescape(&host[..zone], Mode::Host)?;
@@ -177,7 +178,7 @@ fn parse_host(host: &str) -> Result<(), String> {
     } else if let Some(i) = host.rfind(':') {
         let colon_port = &host[i..];
         if !valid_optional_port(colon_port) {
-            return Err(format!("invalid port {} after host", go_quote(colon_port)));
+            return Err(format!("invalid port {} after host", go::quote(colon_port)));
         }
     }
     unescape(host, Mode::Host)
@@ -225,7 +226,7 @@ fn unescape(s: &str, mode: Mode) -> Result<(), String> {
             let bad = || {
                 format!(
                     "invalid URL escape {}",
-                    go_quote(&s[i..(i + 3).min(s.len())])
+                    go::quote(&s[i..(i + 3).min(s.len())])
                 )
             };
             if i + 2 >= b.len() || !b[i + 1].is_ascii_hexdigit() || !b[i + 2].is_ascii_hexdigit() {
@@ -246,7 +247,7 @@ fn unescape(s: &str, mode: Mode) -> Result<(), String> {
         if matches!(mode, Mode::Host | Mode::Zone) && b[i] < 0x80 && should_escape_host(b[i]) {
             return Err(format!(
                 "invalid character {} in host name",
-                go_quote(&s[i..i + 1])
+                go::quote(&s[i..i + 1])
             ));
         }
         i += 1;
