@@ -13,67 +13,29 @@
 //! unknown value decodes and is then rejected by validation with the kubelet's message.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 
 use crate::duration::Duration;
-use crate::quantity::Quantity;
+
+mod component_base;
+mod nested;
+
+pub use component_base::{
+    FormatOptions, LoggingConfiguration, OutputRoutingOptions, TimeOrMetaDuration,
+    TracingConfiguration, VModuleItem,
+};
+pub use nested::{
+    CrashLoopBackOffConfig, KubeletAnonymousAuthentication, KubeletAuthentication,
+    KubeletAuthorization, KubeletWebhookAuthentication, KubeletWebhookAuthorization,
+    KubeletX509Authentication, MemoryReservation, MemorySwapConfiguration,
+    ShutdownGracePeriodByPodPriority, Taint, UserNamespaces,
+};
 
 /// The API version this model decodes.
 pub const API_VERSION: &str = "kubelet.config.k8s.io/v1beta1";
 /// The kind this model decodes.
 pub const KIND: &str = "KubeletConfiguration";
-
-/// `logging.flushFrequency`: upstream's `TimeOrMetaDuration` accepts a duration string
-/// (`"5s"`) or an integer count of nanoseconds (`5000000000`), and writes back the form
-/// it read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct TimeOrMetaDuration {
-    pub duration: Duration,
-    pub serialize_as_string: bool,
-}
-
-impl Serialize for TimeOrMetaDuration {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        if self.serialize_as_string {
-            self.duration.serialize(s)
-        } else {
-            s.serialize_i64(self.duration.as_nanos())
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for TimeOrMetaDuration {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl serde::de::Visitor<'_> for V {
-            type Value = TimeOrMetaDuration;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a duration string such as \"5s\" or an integer number of nanoseconds")
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(TimeOrMetaDuration {
-                    duration: Duration::parse(v).map_err(E::custom)?,
-                    serialize_as_string: true,
-                })
-            }
-            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
-                Ok(TimeOrMetaDuration {
-                    duration: Duration::from_nanos(v),
-                    serialize_as_string: false,
-                })
-            }
-            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
-                let v = i64::try_from(v)
-                    .map_err(|_| E::custom(format!("invalid duration \"{v}\": out of range")))?;
-                self.visit_i64(v)
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
 /// The kubelet's configuration file, `kubelet.config.k8s.io/v1beta1` `KubeletConfiguration`.
 ///
 /// Every field is optional: `None` means the file does not set it, and the kubelet's
@@ -947,249 +909,6 @@ pub struct KubeletConfiguration {
     pub user_namespaces: Option<UserNamespaces>,
 }
 
-/// How requests to the kubelet's server are authenticated.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct KubeletAuthentication {
-    /// x509 client certificate authentication.
-    #[serde(rename = "x509", default, skip_serializing_if = "Option::is_none")]
-    pub x509: Option<KubeletX509Authentication>,
-    /// Bearer token authentication via TokenReviews.
-    #[serde(rename = "webhook", default, skip_serializing_if = "Option::is_none")]
-    pub webhook: Option<KubeletWebhookAuthentication>,
-    /// Anonymous requests.
-    #[serde(rename = "anonymous", default, skip_serializing_if = "Option::is_none")]
-    pub anonymous: Option<KubeletAnonymousAuthentication>,
-}
-
-/// x509 client certificate authentication.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct KubeletX509Authentication {
-    /// PEM bundle of CAs whose client certificates are accepted.
-    #[serde(
-        rename = "clientCAFile",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub client_ca_file: Option<String>,
-}
-
-/// Webhook bearer token authentication.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct KubeletWebhookAuthentication {
-    /// Allow bearer token authentication backed by TokenReviews. Default: true.
-    #[serde(rename = "enabled", default, skip_serializing_if = "Option::is_none")]
-    pub enabled: Option<bool>,
-    /// How long authentication results are cached. Default: "2m".
-    #[serde(rename = "cacheTTL", default, skip_serializing_if = "Option::is_none")]
-    pub cache_ttl: Option<Duration>,
-}
-
-/// Anonymous authentication.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct KubeletAnonymousAuthentication {
-    /// Allow anonymous requests. Default: false.
-    #[serde(rename = "enabled", default, skip_serializing_if = "Option::is_none")]
-    pub enabled: Option<bool>,
-}
-
-/// How requests to the kubelet's server are authorized.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct KubeletAuthorization {
-    /// AlwaysAllow or Webhook. Default: "Webhook".
-    #[serde(rename = "mode", default, skip_serializing_if = "Option::is_none")]
-    pub mode: Option<String>,
-    /// Webhook authorization settings.
-    #[serde(rename = "webhook", default, skip_serializing_if = "Option::is_none")]
-    pub webhook: Option<KubeletWebhookAuthorization>,
-}
-
-/// Webhook authorization settings.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct KubeletWebhookAuthorization {
-    /// How long 'authorized' answers are cached. Default: "5m".
-    #[serde(
-        rename = "cacheAuthorizedTTL",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub cache_authorized_ttl: Option<Duration>,
-    /// How long 'unauthorized' answers are cached. Default: "30s".
-    #[serde(
-        rename = "cacheUnauthorizedTTL",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub cache_unauthorized_ttl: Option<Duration>,
-}
-
-/// Swap memory available to container workloads.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MemorySwapConfiguration {
-    /// "", NoSwap or LimitedSwap.
-    #[serde(
-        rename = "swapBehavior",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub swap_behavior: Option<String>,
-}
-
-/// Node-level container restart backoff.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CrashLoopBackOffConfig {
-    /// Maximum backoff for container restarts, 1s to 300s.
-    #[serde(
-        rename = "maxContainerRestartPeriod",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub max_container_restart_period: Option<Duration>,
-}
-
-/// OpenTelemetry tracing client configuration (component-base tracing/api/v1).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TracingConfiguration {
-    /// Collector endpoint, host:port.
-    #[serde(rename = "endpoint", default, skip_serializing_if = "Option::is_none")]
-    pub endpoint: Option<String>,
-    /// Spans sampled per million.
-    #[serde(
-        rename = "samplingRatePerMillion",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub sampling_rate_per_million: Option<i32>,
-}
-
-/// User namespace configuration.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct UserNamespaces {
-    /// Length of the UID/GID mapping per pod, a multiple of 65536. Default: 65536.
-    #[serde(rename = "idsPerPod", default, skip_serializing_if = "Option::is_none")]
-    pub ids_per_pod: Option<i64>,
-}
-
-/// Logging options (component-base logs/api/v1).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LoggingConfiguration {
-    /// Log format: text or json. Default: "text".
-    #[serde(rename = "format", default, skip_serializing_if = "Option::is_none")]
-    pub format: Option<String>,
-    /// Maximum time between log flushes: a duration string or integer nanoseconds. Default: 5s.
-    #[serde(
-        rename = "flushFrequency",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub flush_frequency: Option<TimeOrMetaDuration>,
-    /// Log verbosity threshold. Default: 0.
-    #[serde(rename = "verbosity", default, skip_serializing_if = "Option::is_none")]
-    pub verbosity: Option<u32>,
-    /// Per-file verbosity overrides (text format only).
-    #[serde(rename = "vmodule", default, skip_serializing_if = "Option::is_none")]
-    pub vmodule: Option<Vec<VModuleItem>>,
-    /// Format-specific options.
-    #[serde(rename = "options", default, skip_serializing_if = "Option::is_none")]
-    pub options: Option<FormatOptions>,
-}
-
-/// Options of each logging format.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FormatOptions {
-    /// Options of the text format.
-    #[serde(rename = "text", default, skip_serializing_if = "Option::is_none")]
-    pub text: Option<OutputRoutingOptions>,
-    /// Options of the json format.
-    #[serde(rename = "json", default, skip_serializing_if = "Option::is_none")]
-    pub json: Option<OutputRoutingOptions>,
-}
-
-/// Output routing of a logging format.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct OutputRoutingOptions {
-    /// Errors to stderr, info to stdout with buffering.
-    #[serde(
-        rename = "splitStream",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub split_stream: Option<bool>,
-    /// Size of the info stream buffer when split.
-    #[serde(
-        rename = "infoBufferSize",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub info_buffer_size: Option<Quantity>,
-}
-
-/// Verbosity for files matching a pattern.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct VModuleItem {
-    /// File name or glob (without .go).
-    #[serde(rename = "filePattern", default)]
-    pub file_pattern: String,
-    /// Verbosity threshold for matching files.
-    #[serde(rename = "verbosity", default)]
-    pub verbosity: u32,
-}
-
-/// Shutdown grace period for pods of a priority range.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ShutdownGracePeriodByPodPriority {
-    /// Lower bound of the priority range.
-    #[serde(rename = "priority", default)]
-    pub priority: i32,
-    /// Grace period in seconds.
-    #[serde(rename = "shutdownGracePeriodSeconds", default)]
-    pub shutdown_grace_period_seconds: i64,
-}
-
-/// Memory reserved on one NUMA node.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MemoryReservation {
-    /// NUMA node id.
-    #[serde(rename = "numaNode", default)]
-    pub numa_node: i32,
-    /// Memory type (memory, hugepages-<size>) -> amount.
-    #[serde(rename = "limits", default)]
-    pub limits: BTreeMap<String, Quantity>,
-}
-
-/// A node taint (core/v1 Taint).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Taint {
-    /// Taint key.
-    #[serde(rename = "key", default)]
-    pub key: String,
-    /// Taint value.
-    #[serde(rename = "value", default, skip_serializing_if = "Option::is_none")]
-    pub value: Option<String>,
-    /// NoSchedule, PreferNoSchedule or NoExecute.
-    #[serde(rename = "effect", default)]
-    pub effect: String,
-    /// RFC 3339 time the taint was added (NoExecute only).
-    #[serde(rename = "timeAdded", default, skip_serializing_if = "Option::is_none")]
-    pub time_added: Option<String>,
-}
-
 /// Every JSON field name of `KubeletConfiguration`, in upstream order.
 pub const KUBELET_CONFIGURATION_FIELDS: &[&str] = &[
     "apiVersion",
@@ -1372,16 +1091,6 @@ mod tests {
         assert_eq!(cfg.feature_gate("NodeSwap"), Some(true));
         assert_eq!(serde_json::to_value(&cfg).unwrap(), json);
     }
-
-    #[test]
-    fn flush_frequency_keeps_its_form() {
-        let s: TimeOrMetaDuration = serde_json::from_str("\"5s\"").unwrap();
-        assert_eq!(serde_json::to_string(&s).unwrap(), "\"5s\"");
-        let n: TimeOrMetaDuration = serde_json::from_str("5000000000").unwrap();
-        assert_eq!(n.duration, Duration::from_secs(5));
-        assert_eq!(serde_json::to_string(&n).unwrap(), "5000000000");
-    }
-
     #[test]
     fn unknown_fields_are_rejected() {
         let err =

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use super::table::ValueKind;
 use crate::duration::Duration;
+use crate::names::{self, Wording};
 use crate::quantity::Quantity;
 
 /// A taint from `--register-with-taints` (`v1.Taint` without `timeAdded`).
@@ -383,83 +384,6 @@ fn parse_version(s: &str) -> Result<String, String> {
     parse_bool(s).map(|_| s.to_string())
 }
 
-const LABEL_VALUE_FMT: &str = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
-const NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
-
-/// `[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?`, non-empty.
-fn is_name_part(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b[0].is_ascii_alphanumeric()
-        && b[b.len() - 1].is_ascii_alphanumeric()
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
-}
-
-/// A lowercase RFC 1123 subdomain.
-fn is_dns1123_subdomain(s: &str) -> bool {
-    s.len() <= 253
-        && s.split('.').all(|label| {
-            let b = label.as_bytes();
-            !b.is_empty()
-                && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
-                && (b[b.len() - 1].is_ascii_lowercase() || b[b.len() - 1].is_ascii_digit())
-                && b.iter()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        })
-}
-
-/// apimachinery's `validation.IsQualifiedName`.
-fn qualified_name_errors(key: &str) -> Vec<String> {
-    let parts: Vec<&str> = key.split('/').collect();
-    let name = match parts.as_slice() {
-        [name] => *name,
-        [prefix, name] => {
-            if prefix.is_empty() {
-                return vec!["prefix part must be non-empty".to_string()];
-            }
-            if !is_dns1123_subdomain(prefix) {
-                return vec![
-                    "prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com')"
-                        .to_string(),
-                ];
-            }
-            *name
-        }
-        _ => {
-            return vec![format!(
-                "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '{NAME_FMT}') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
-            )];
-        }
-    };
-    let mut errs = Vec::new();
-    if name.is_empty() {
-        errs.push("name part must be non-empty".to_string());
-    } else if name.len() > 63 {
-        errs.push("name part must be no more than 63 characters".to_string());
-    }
-    if !name.is_empty() && !is_name_part(name) {
-        errs.push(format!(
-            "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '{NAME_FMT}')"
-        ));
-    }
-    errs
-}
-
-/// apimachinery's `validation.IsValidLabelValue`.
-fn label_value_errors(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.len() > 63 {
-        errs.push("must be no more than 63 characters".to_string());
-    }
-    if !value.is_empty() && !is_name_part(value) {
-        errs.push(format!(
-            "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '{LABEL_VALUE_FMT}')"
-        ));
-    }
-    errs
-}
-
 /// `pkg/util/taints.parseTaint`: `key=value:Effect`, `key:Effect` or `key`.
 fn parse_taint(spec: &str) -> Result<TaintSpec, String> {
     let invalid = |errs: &[String]| {
@@ -482,7 +406,7 @@ fn parse_taint(spec: &str) -> Result<TaintSpec, String> {
             match kv.as_slice() {
                 [key] => (*key, "", *effect),
                 [key, value] => {
-                    let errs = label_value_errors(value);
+                    let errs = names::label_value_errors(value, Wording::Validation);
                     if !errs.is_empty() {
                         return Err(invalid(&errs));
                     }
@@ -493,7 +417,7 @@ fn parse_taint(spec: &str) -> Result<TaintSpec, String> {
         }
         _ => return Err(invalid(&[])),
     };
-    let errs = qualified_name_errors(key);
+    let errs = names::label_key_errors(key, Wording::Validation);
     if !errs.is_empty() {
         return Err(invalid(&errs));
     }
