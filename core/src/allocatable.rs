@@ -50,6 +50,7 @@ pub const RESOURCE_PID: &str = "pid";
 pub const RESOURCE_PODS: &str = "pods";
 /// Prefix of huge page resources (`hugepages-2Mi`).
 pub const HUGEPAGES_PREFIX: &str = "hugepages-";
+
 /// What the kubelet needs to know to compute allocatable and its cgroups. The lead builds
 /// it from an effective `KubeletConfiguration` and a node's capacity.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -173,6 +174,7 @@ impl Allocatable {
         self.resources.get(resource).map(|r| &r.allocatable)
     }
 }
+
 /// A resource whose reservations exceed its capacity.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Overcommit {
@@ -302,6 +304,7 @@ fn format_for(resource: &str) -> Format {
         Format::DecimalSI
     }
 }
+
 /// `parseThresholdStatement` for one `evictionHard` entry, with this module's errors:
 /// unlike the kubelet, a `NaN%` threshold is refused ("not a number").
 fn parse_threshold(signal: &str, value: &str) -> Result<Option<ThresholdValue>, AllocatableError> {

@@ -36,6 +36,7 @@ pub use nested::{
 pub const API_VERSION: &str = "kubelet.config.k8s.io/v1beta1";
 /// The kind this model decodes.
 pub const KIND: &str = "KubeletConfiguration";
+
 /// The kubelet's configuration file, `kubelet.config.k8s.io/v1beta1` `KubeletConfiguration`.
 ///
 /// Every field is optional: `None` means the file does not set it, and the kubelet's

@@ -33,10 +33,12 @@ pub const ENFORCE_KUBE_RESERVED_COMPRESSIBLE: &str = "kube-reserved-compressible
 
 /// The name of the node-allocatable cgroup under `cgroupRoot`.
 pub const NODE_ALLOCATABLE_CGROUP: &str = "kubepods";
+
 const MIN_SHARES: i128 = 2;
 const MAX_SHARES: i128 = 262_144;
 const SHARES_PER_CPU: i128 = 1024;
 const MILLI_CPU_TO_CPU: i128 = 1000;
+
 /// The cgroup hierarchy in use on the node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CgroupVersion {
@@ -45,6 +47,7 @@ pub enum CgroupVersion {
     /// Unified hierarchy.
     V2,
 }
+
 /// One value the kubelet writes into a cgroup interface file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CgroupLimit {
@@ -126,6 +129,7 @@ impl CgroupLayout {
             .flatten()
     }
 }
+
 /// Upstream `MilliCPUToShares`: cgroup v1 `cpu.shares` for a cpu amount in millicores.
 pub fn milli_cpu_to_shares(milli_cpu: i128) -> u64 {
     if milli_cpu == 0 {

@@ -76,6 +76,7 @@ pub struct VModuleItem {
     #[serde(rename = "verbosity", default)]
     pub verbosity: u32,
 }
+
 /// `logging.flushFrequency`: upstream's `TimeOrMetaDuration` accepts a duration string
 /// (`"5s"`) or an integer count of nanoseconds (`5000000000`), and writes back the form
 /// it read.
@@ -124,6 +125,7 @@ impl<'de> Deserialize<'de> for TimeOrMetaDuration {
         d.deserialize_any(V)
     }
 }
+
 /// OpenTelemetry tracing client configuration (component-base tracing/api/v1).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -139,6 +141,7 @@ pub struct TracingConfiguration {
     )]
     pub sampling_rate_per_million: Option<i32>,
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -113,6 +113,7 @@ pub struct CrashLoopBackOffConfig {
     )]
     pub max_container_restart_period: Option<Duration>,
 }
+
 /// User namespace configuration.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -121,6 +122,7 @@ pub struct UserNamespaces {
     #[serde(rename = "idsPerPod", default, skip_serializing_if = "Option::is_none")]
     pub ids_per_pod: Option<i64>,
 }
+
 /// Shutdown grace period for pods of a priority range.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
