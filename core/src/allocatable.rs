@@ -51,8 +51,7 @@ pub const RESOURCE_PODS: &str = "pods";
 /// Prefix of huge page resources (`hugepages-2Mi`).
 pub const HUGEPAGES_PREFIX: &str = "hugepages-";
 
-/// What the kubelet needs to know to compute allocatable and its cgroups. The lead builds
-/// it from an effective `KubeletConfiguration` and a node's capacity.
+/// What the kubelet needs to know to compute allocatable and its cgroups.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AllocatableInput {
     /// The node's capacity: `cpu`, `memory`, `ephemeral-storage`, `pods`, `hugepages-*`,

@@ -1,9 +1,5 @@
 //! Paths on a node reached from somewhere else: the agent's container, which sees the
 //! host under `--host-root` (`/host`), and the simulated nodes, each under its own root.
-//!
-//! ```text
-//! pub fn host_path(host_root: &Path, path: impl AsRef<Path>) -> PathBuf
-//! ```
 
 use std::path::{Component, Path, PathBuf};
 
