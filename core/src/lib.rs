@@ -12,6 +12,7 @@
 //! Nothing in this crate talks to a Kubernetes API server.
 
 pub mod allocatable;
+pub mod atomic;
 pub mod decode;
 pub mod defaults;
 pub mod duration;
@@ -20,6 +21,9 @@ pub mod features;
 pub mod flags;
 pub mod hash;
 pub mod hostpath;
+#[cfg(feature = "logging")]
+pub mod logging;
+pub mod message;
 pub mod protocol;
 pub mod quantity;
 pub mod types;
