@@ -21,6 +21,7 @@ pub mod features;
 pub mod flags;
 pub mod hash;
 pub mod hostpath;
+pub mod inventory;
 #[cfg(feature = "logging")]
 pub mod logging;
 pub mod message;
