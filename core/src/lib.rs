@@ -12,6 +12,7 @@
 //! Nothing in this crate talks to a Kubernetes API server.
 
 pub mod allocatable;
+pub mod atomic;
 mod cpuset;
 pub mod decode;
 pub mod defaults;
@@ -23,6 +24,10 @@ pub mod flags;
 mod go;
 pub mod hash;
 pub mod hostpath;
+pub mod inventory;
+#[cfg(feature = "logging")]
+pub mod logging;
+pub mod message;
 pub mod names;
 pub mod protocol;
 pub mod quantity;

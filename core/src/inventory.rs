@@ -1,0 +1,401 @@
+//! The node inventory: the nodes an offline plan (`kubelet-gitops plan --nodes`), the
+//! simulated cluster and the demo have.
+//!
+//! ```yaml
+//! nodes:
+//!   - name: worker-1
+//!     labels: {node.kubernetes.io/pool: gpu, topology.kubernetes.io/zone: a}
+//!     capacity: {cpu: "8", memory: 32Gi, ephemeral-storage: 100Gi, pods: "110"}
+//!     kubeletFlags: "--max-pods=110 --node-ip=10.0.0.5"   # optional
+//! ```
+//!
+//! The file is decoded strictly ([`crate::decode::decode_strict`]): an
+//! unknown or misspelled field is an error naming the file, the line and the closest known
+//! field. It is then validated as the API server and the kubelet would: node names are
+//! DNS-1123 subdomains and unique, label keys and values follow the Kubernetes label rules,
+//! capacities are non-negative quantities (`pods` a whole number), and `kubeletFlags`
+//! parses as the kubelet parses its command line. Every problem is reported, each with its
+//! line.
+
+#![allow(clippy::result_large_err)]
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+
+use crate::decode::{self, DecodeError, SourceMap, join_index, join_key};
+use crate::flags::{KubeletFlags, split_command_line};
+use crate::quantity::{Format, Quantity};
+use serde::{Deserialize, Serialize};
+
+/// A node inventory file.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Inventory {
+    /// The nodes, in file order.
+    pub nodes: Vec<InventoryNode>,
+}
+
+/// One node of the inventory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InventoryNode {
+    /// The Node's name (a DNS-1123 subdomain).
+    pub name: String,
+    /// Labels the Node carries besides the ones every kubelet sets
+    /// (`kubernetes.io/hostname`, `kubernetes.io/os`, `kubernetes.io/arch`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// What the machine has.
+    pub capacity: Capacity,
+    /// The node's kubelet command line (flags only), e.g. `--max-pods=110 --node-ip=10.0.0.5`.
+    #[serde(
+        default,
+        rename = "kubeletFlags",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub kubelet_flags: Option<String>,
+}
+
+/// A node's capacity. `pods` is what the node's kubelet starts with as `maxPods` (the
+/// kubelet reports its `maxPods` as the pods capacity).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Capacity {
+    /// CPUs (`"8"`, `"7500m"`).
+    pub cpu: Quantity,
+    /// Memory (`32Gi`).
+    pub memory: Quantity,
+    /// Local ephemeral storage (`100Gi`).
+    #[serde(rename = "ephemeral-storage")]
+    pub ephemeral_storage: Quantity,
+    /// Pods (a whole number).
+    pub pods: Quantity,
+}
+
+impl Capacity {
+    /// The capacity as the resource list a Node reports (`cpu`, `ephemeral-storage`,
+    /// `memory`, `pods`).
+    pub fn resources(&self) -> BTreeMap<String, Quantity> {
+        BTreeMap::from([
+            ("cpu".to_string(), self.cpu.clone()),
+            (
+                "ephemeral-storage".to_string(),
+                self.ephemeral_storage.clone(),
+            ),
+            ("memory".to_string(), self.memory.clone()),
+            ("pods".to_string(), self.pods.clone()),
+        ])
+    }
+}
+
+impl InventoryNode {
+    /// The node's kubelet flags split into words (empty without `kubeletFlags`).
+    pub fn kubelet_args(&self) -> Result<Vec<String>, crate::flags::FlagError> {
+        match self.kubelet_flags.as_deref() {
+            Some(flags) => split_command_line(flags),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// The labels its kubelet puts on the Node at registration: the inventory's, those of
+    /// `--node-labels`, and the well-known ones (hostname, os, arch; linux/amd64).
+    pub fn registered_labels(&self) -> BTreeMap<String, String> {
+        let mut labels = self.labels.clone();
+        if let Ok(args) = self.kubelet_args()
+            && let Ok(flags) = KubeletFlags::parse(&args)
+        {
+            labels.extend(flags.node_labels());
+        }
+        for (k, v) in [
+            ("beta.kubernetes.io/arch", "amd64"),
+            ("beta.kubernetes.io/os", "linux"),
+            ("kubernetes.io/arch", "amd64"),
+            ("kubernetes.io/hostname", self.name.as_str()),
+            ("kubernetes.io/os", "linux"),
+        ] {
+            labels.insert(k.to_string(), v.to_string());
+        }
+        labels
+    }
+}
+
+/// Why an inventory cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum InventoryError {
+    /// The file cannot be read.
+    #[error("failed to read node inventory {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file does not decode (syntax, unknown field, wrong type), with file and line.
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    /// The file decodes but breaks the rules; one error per problem, each with its line.
+    #[error("{}", Problems(.0))]
+    Invalid(Vec<DecodeError>),
+}
+
+struct Problems<'a>(&'a [DecodeError]);
+
+impl fmt::Display for Problems<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Inventory {
+    /// Reads, decodes and validates the inventory file at `path`.
+    pub fn load(path: &Path) -> Result<Inventory, InventoryError> {
+        let name = path.display().to_string();
+        let bytes = std::fs::read(path).map_err(|source| InventoryError::Read {
+            path: name.clone(),
+            source,
+        })?;
+        Inventory::parse(&name, &bytes)
+    }
+
+    /// Decodes and validates the inventory `bytes`, naming `file` in errors.
+    pub fn parse(file: &str, bytes: &[u8]) -> Result<Inventory, InventoryError> {
+        let (inventory, map): (Inventory, SourceMap) = decode::decode_strict(file, bytes)?;
+        let problems = inventory.problems(file, &map);
+        if problems.is_empty() {
+            Ok(inventory)
+        } else {
+            Err(InventoryError::Invalid(problems))
+        }
+    }
+
+    /// Checks an inventory built in code (no file, no lines).
+    pub fn validate(&self) -> Result<(), InventoryError> {
+        let problems = self.problems("inventory", &SourceMap::new());
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(InventoryError::Invalid(problems))
+        }
+    }
+
+    /// The node named `name`.
+    pub fn node(&self, name: &str) -> Option<&InventoryNode> {
+        self.nodes.iter().find(|n| n.name == name)
+    }
+
+    /// `n` nodes spread round-robin over `pools` (label `node.kubernetes.io/pool`), in
+    /// three zones (label `topology.kubernetes.io/zone`: `zone-a`, `zone-b`, `zone-c`),
+    /// named `<pool>-<i>` (`node-<i>` without pools), each with 8 CPUs, 32Gi of memory,
+    /// 100Gi of ephemeral storage and 110 pods, and no kubelet flags. For benchmarks and
+    /// demos.
+    pub fn generate(n: usize, pools: &[&str]) -> Inventory {
+        let width = n.saturating_sub(1).to_string().len();
+        let capacity = Capacity {
+            cpu: Quantity::from_units(8, Format::DecimalSI),
+            memory: Quantity::from_units(32 * 1024 * 1024 * 1024, Format::BinarySI),
+            ephemeral_storage: Quantity::from_units(100 * 1024 * 1024 * 1024, Format::BinarySI),
+            pods: Quantity::from_units(110, Format::DecimalSI),
+        };
+        let zones = ["zone-a", "zone-b", "zone-c"];
+        let nodes = (0..n)
+            .map(|i| {
+                let mut labels = BTreeMap::new();
+                labels.insert(
+                    "topology.kubernetes.io/zone".to_string(),
+                    zones[i % zones.len()].to_string(),
+                );
+                let prefix = if pools.is_empty() {
+                    "node"
+                } else {
+                    let pool = pools[i % pools.len()];
+                    labels.insert("node.kubernetes.io/pool".to_string(), pool.to_string());
+                    pool
+                };
+                InventoryNode {
+                    name: format!("{prefix}-{i:0width$}"),
+                    labels,
+                    capacity: capacity.clone(),
+                    kubelet_flags: None,
+                }
+            })
+            .collect();
+        Inventory { nodes }
+    }
+
+    /// Serializes the inventory as YAML (the format [`Inventory::parse`] reads).
+    pub fn to_yaml(&self) -> String {
+        // Serializing plain strings and maps cannot fail; fall back to JSON (valid YAML).
+        serde_saphyr::to_string(self)
+            .unwrap_or_else(|_| serde_json::to_string_pretty(self).unwrap_or_default())
+    }
+
+    fn problems(&self, file: &str, map: &SourceMap) -> Vec<DecodeError> {
+        let mut out = Vec::new();
+        let mut seen: BTreeMap<&str, String> = BTreeMap::new();
+        for (i, node) in self.nodes.iter().enumerate() {
+            let base = join_index("nodes", i);
+            let err = |path: &str, message: String| {
+                DecodeError::new(file, message)
+                    .at_opt(map.position(path))
+                    .with_field(path.to_string())
+            };
+
+            let name_path = join_key(&base, "name");
+            if let Some(msg) = dns1123_subdomain_error(&node.name) {
+                out.push(err(
+                    &name_path,
+                    format!("Invalid value: {:?}: {msg}", node.name),
+                ));
+            }
+            match seen.get(node.name.as_str()) {
+                Some(first) => out.push(err(
+                    &name_path,
+                    format!("Duplicate value: {:?} (first used at {first})", node.name),
+                )),
+                None => {
+                    let first = match map.line_of(&name_path) {
+                        Some(line) => format!("line {line}"),
+                        None => base.clone(),
+                    };
+                    seen.insert(&node.name, first);
+                }
+            }
+
+            let labels_path = join_key(&base, "labels");
+            for (key, value) in &node.labels {
+                let path = join_key(&labels_path, key);
+                for msg in label_key_errors(key) {
+                    out.push(err(&path, format!("Invalid value: {key:?}: {msg}")));
+                }
+                for msg in label_value_errors(value) {
+                    out.push(err(&path, format!("Invalid value: {value:?}: {msg}")));
+                }
+            }
+
+            let cap_path = join_key(&base, "capacity");
+            for (resource, q) in node.capacity.resources() {
+                let path = join_key(&cap_path, &resource);
+                if q.is_negative() {
+                    out.push(err(
+                        &path,
+                        format!(
+                            "Invalid value: {:?}: must be greater than or equal to 0",
+                            q.as_str()
+                        ),
+                    ));
+                }
+            }
+            let pods = &node.capacity.pods;
+            if pods.nanos() % 1_000_000_000 != 0 {
+                out.push(err(
+                    &join_key(&cap_path, "pods"),
+                    format!("Invalid value: {:?}: must be a whole number", pods.as_str()),
+                ));
+            }
+
+            let flags_path = join_key(&base, "kubeletFlags");
+            match node.kubelet_args() {
+                Err(e) => out.push(err(&flags_path, e.to_string())),
+                Ok(args) => {
+                    if let Err(e) = KubeletFlags::parse(&args) {
+                        out.push(err(
+                            &flags_path,
+                            format!("failed to parse kubelet flag: {e}"),
+                        ));
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+const DNS1123_SUBDOMAIN_FMT: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+const QUALIFIED_NAME_FMT: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+const LABEL_VALUE_FMT: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
+
+/// apimachinery's `IsDNS1123Subdomain`, as one message (`None` when valid).
+pub fn dns1123_subdomain_error(s: &str) -> Option<String> {
+    let mut msgs = Vec::new();
+    if s.len() > 253 {
+        msgs.push("must be no more than 253 characters".to_string());
+    }
+    let label_ok = |label: &str| {
+        let b = label.as_bytes();
+        !b.is_empty()
+            && b.iter()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+            && b.first().is_some_and(|c| c.is_ascii_alphanumeric())
+            && b.last().is_some_and(|c| c.is_ascii_alphanumeric())
+    };
+    if !s.split('.').all(label_ok) {
+        msgs.push(DNS1123_SUBDOMAIN_FMT.to_string());
+    }
+    if msgs.is_empty() {
+        None
+    } else {
+        Some(msgs.join(", "))
+    }
+}
+
+fn is_name_part(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+        && b.first().is_some_and(|c| c.is_ascii_alphanumeric())
+        && b.last().is_some_and(|c| c.is_ascii_alphanumeric())
+}
+
+/// apimachinery's `IsQualifiedName` for a label key: every problem, upstream's words.
+pub fn label_key_errors(key: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let parts: Vec<&str> = key.split('/').collect();
+    let name = match parts.as_slice() {
+        [name] => *name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                out.push("prefix part must be non-empty".to_string());
+            } else if let Some(msg) = dns1123_subdomain_error(prefix) {
+                out.push(format!("prefix part {msg}"));
+            }
+            *name
+        }
+        _ => {
+            let fmt = QUALIFIED_NAME_FMT.replacen("name part ", "", 1);
+            out.push(format!(
+                "a qualified name {fmt} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+            ));
+            return out;
+        }
+    };
+    if name.is_empty() {
+        out.push("name part must be non-empty".to_string());
+    } else {
+        if name.len() > 63 {
+            out.push("name part must be no more than 63 characters".to_string());
+        }
+        if !is_name_part(name) {
+            out.push(QUALIFIED_NAME_FMT.to_string());
+        }
+    }
+    out
+}
+
+/// apimachinery's `IsValidLabelValue`: every problem, upstream's words.
+pub fn label_value_errors(value: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if value.len() > 63 {
+        out.push("must be no more than 63 characters".to_string());
+    }
+    if !value.is_empty() && !is_name_part(value) {
+        out.push(LABEL_VALUE_FMT.to_string());
+    }
+    out
+}
