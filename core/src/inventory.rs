@@ -25,6 +25,7 @@ use std::path::Path;
 
 use crate::decode::{self, DecodeError, SourceMap, join_index, join_key};
 use crate::flags::{KubeletFlags, split_command_line};
+use crate::names::{self, Wording};
 use crate::quantity::{Format, Quantity};
 use serde::{Deserialize, Serialize};
 
@@ -247,7 +248,7 @@ impl Inventory {
             };
 
             let name_path = join_key(&base, "name");
-            if let Some(msg) = dns1123_subdomain_error(&node.name) {
+            if let Some(msg) = names::joined(names::dns1123_subdomain_errors(&node.name)) {
                 out.push(err(
                     &name_path,
                     format!("Invalid value: {:?}: {msg}", node.name),
@@ -270,10 +271,10 @@ impl Inventory {
             let labels_path = join_key(&base, "labels");
             for (key, value) in &node.labels {
                 let path = join_key(&labels_path, key);
-                for msg in label_key_errors(key) {
+                for msg in names::label_key_errors(key, Wording::Validation) {
                     out.push(err(&path, format!("Invalid value: {key:?}: {msg}")));
                 }
-                for msg in label_value_errors(value) {
+                for msg in names::label_value_errors(value, Wording::Validation) {
                     out.push(err(&path, format!("Invalid value: {value:?}: {msg}")));
                 }
             }
@@ -314,88 +315,4 @@ impl Inventory {
         }
         out
     }
-}
-
-const DNS1123_SUBDOMAIN_FMT: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
-const QUALIFIED_NAME_FMT: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
-const LABEL_VALUE_FMT: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
-
-/// apimachinery's `IsDNS1123Subdomain`, as one message (`None` when valid).
-pub fn dns1123_subdomain_error(s: &str) -> Option<String> {
-    let mut msgs = Vec::new();
-    if s.len() > 253 {
-        msgs.push("must be no more than 253 characters".to_string());
-    }
-    let label_ok = |label: &str| {
-        let b = label.as_bytes();
-        !b.is_empty()
-            && b.iter()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-            && b.first().is_some_and(|c| c.is_ascii_alphanumeric())
-            && b.last().is_some_and(|c| c.is_ascii_alphanumeric())
-    };
-    if !s.split('.').all(label_ok) {
-        msgs.push(DNS1123_SUBDOMAIN_FMT.to_string());
-    }
-    if msgs.is_empty() {
-        None
-    } else {
-        Some(msgs.join(", "))
-    }
-}
-
-fn is_name_part(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
-        && b.first().is_some_and(|c| c.is_ascii_alphanumeric())
-        && b.last().is_some_and(|c| c.is_ascii_alphanumeric())
-}
-
-/// apimachinery's `IsQualifiedName` for a label key: every problem, upstream's words.
-pub fn label_key_errors(key: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let parts: Vec<&str> = key.split('/').collect();
-    let name = match parts.as_slice() {
-        [name] => *name,
-        [prefix, name] => {
-            if prefix.is_empty() {
-                out.push("prefix part must be non-empty".to_string());
-            } else if let Some(msg) = dns1123_subdomain_error(prefix) {
-                out.push(format!("prefix part {msg}"));
-            }
-            *name
-        }
-        _ => {
-            let fmt = QUALIFIED_NAME_FMT.replacen("name part ", "", 1);
-            out.push(format!(
-                "a qualified name {fmt} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
-            ));
-            return out;
-        }
-    };
-    if name.is_empty() {
-        out.push("name part must be non-empty".to_string());
-    } else {
-        if name.len() > 63 {
-            out.push("name part must be no more than 63 characters".to_string());
-        }
-        if !is_name_part(name) {
-            out.push(QUALIFIED_NAME_FMT.to_string());
-        }
-    }
-    out
-}
-
-/// apimachinery's `IsValidLabelValue`: every problem, upstream's words.
-pub fn label_value_errors(value: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    if value.len() > 63 {
-        out.push("must be no more than 63 characters".to_string());
-    }
-    if !value.is_empty() && !is_name_part(value) {
-        out.push(LABEL_VALUE_FMT.to_string());
-    }
-    out
 }

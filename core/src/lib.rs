@@ -1,13 +1,17 @@
-//! The kubelet's configuration, known as well as the kubelet knows it.
+//! The kubelet's configuration, known as well as the kubelet knows it, and the rules
+//! kubelet-gitops shares between its binaries.
 //!
-//! `kubelet-gitops-core` is the shared contract of kubelet-gitops: the typed model of
-//! `kubelet.config.k8s.io/v1beta1` `KubeletConfiguration` ([`types`]), strict decoding
-//! with file/line/field errors ([`decode`]), the kubelet's defaulting ([`defaults`]) and
-//! validation ([`validation`]), its command-line flags and their precedence ([`flags`],
-//! [`effective`]), node-allocatable arithmetic and cgroup layout ([`allocatable`]), and
-//! the content-addressed ConfigMap names that `kubectl --append-hash` computes ([`hash`]),
-//! and the node protocol both binaries speak ([`protocol`]), and how a node's paths are
-//! reached from under a root ([`hostpath`]).
+//! The kubelet: the typed model of `kubelet.config.k8s.io/v1beta1` `KubeletConfiguration`
+//! ([`types`]), strict decoding with file/line/field errors ([`decode`]), defaulting
+//! ([`defaults`]) and validation ([`validation`]), the command-line flags and their
+//! precedence ([`flags`], [`effective`]), node allocatable and the cgroup layout
+//! ([`allocatable`]), Kubernetes names and labels ([`names`]).
+//!
+//! kubelet-gitops: the content-addressed ConfigMap names `kubectl --append-hash` computes
+//! ([`hash`]), the node protocol ([`protocol`]), the node inventory of offline plans and
+//! the simulator ([`inventory`]), a node's paths under a root ([`hostpath`]), files
+//! replaced atomically ([`atomic`]), messages for people ([`message`]) and, with the
+//! `logging` feature, the binaries' log set-up (`logging`).
 //!
 //! Nothing in this crate talks to a Kubernetes API server.
 
