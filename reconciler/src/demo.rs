@@ -37,9 +37,10 @@ use kubelet_gitops_sim::resources::kinds;
 use kubelet_gitops_sim::store::WriteOptions;
 use serde_json::json;
 
-use crate::controller::{self, KubeSource, RunConfig, RunningController, SyncState};
+use crate::controller::{self, KubeSource, RunConfig, RunningController};
 use crate::git::{Backoff, GitAuth, GitConfig};
 use crate::rollout::{PoolPhase, PoolReport};
+use crate::state::SyncState;
 
 pub use error::DemoError;
 
@@ -867,7 +868,7 @@ impl Demo {
         if let Some(c) = self.controller.take()
             && let Err(e) = c.stop().await
         {
-            tracing::warn!(error = %controller::error_chain(&e), "reconciler stopped with an error");
+            tracing::warn!(error = %crate::message::error_chain(&e), "reconciler stopped with an error");
         }
         if let Some(sim) = self.sim.take() {
             sim.shutdown().await;

@@ -3,6 +3,7 @@
 //! Today: `validate`, `render` and `configmap-name`, which answer from files alone.
 
 pub mod admin;
+pub mod api;
 pub mod args;
 pub mod cli;
 pub mod controller;
@@ -10,6 +11,7 @@ pub mod demo;
 pub mod gc;
 pub mod git;
 pub mod leader;
+pub mod message;
 pub mod metrics;
 pub mod model;
 pub mod plan;
@@ -18,5 +20,6 @@ pub mod render;
 pub mod review;
 pub mod rollout;
 pub mod source;
+pub mod state;
 pub mod status;
 pub mod webhook;

@@ -28,12 +28,14 @@
 //! restart) and never logged: [`Secret`] has a redacted `Debug` and no `Display`.
 
 pub mod aggregate;
+mod config;
 mod error;
 mod gitea;
 mod github;
 mod gitlab;
 mod http;
 pub mod notes;
+mod reporter;
 pub mod retry;
 mod writer;
 
@@ -41,11 +43,14 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 pub use aggregate::{invalid_commit_status, pool_status, summary_status};
+pub use config::{MERGE_REQUEST_REFSPEC, PULL_REFSPEC, StatusBackendConfig, StatusConfig};
 pub use error::StatusError;
 pub use gitea::{Gitea, GiteaConfig};
 pub use github::{GitHub, GitHubConfig};
 pub use gitlab::{GitLab, GitLabConfig, GitLabProject};
 pub use notes::{Notes, NotesConfig, NotesRemote};
+pub use reporter::commit_statuses;
+pub(crate) use reporter::{StatusReporter, count_delivery};
 pub use retry::RetryPolicy;
 pub use writer::{Backend, CommentOutcome, Delivery, FlushReport, Recorder, StatusWriter};
 
