@@ -4,10 +4,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{
-    Backend, GitHub, GitHubConfig, GitLab, GitLabConfig, Gitea, GiteaConfig, Notes, NotesConfig,
-    NotesRemote, RetryPolicy, StatusError, StatusWriter,
-};
+use super::backend::Backend;
+use super::error::StatusError;
+use super::forge::{GitHub, GitHubConfig, Gitea, GiteaConfig};
+use super::gitlab::{GitLab, GitLabConfig};
+use super::notes::{Notes, NotesConfig, NotesRemote};
+use super::retry::RetryPolicy;
+use super::writer::StatusWriter;
 use crate::git::{self, GitConfig, GitRepo};
 use crate::message::error_chain;
 

@@ -32,8 +32,9 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::aggregate::{invalid_commit_status, pool_status, summary_status};
+use super::commit::{CONTEXT, CommitStatus, StatusState};
 use super::config::StatusConfig;
-use super::{CONTEXT, CommitStatus, Delivery, StatusState, StatusWriter};
+use super::writer::{Delivery, StatusWriter};
 use crate::metrics::{Metrics, StatusPostResult};
 use crate::state::{AppliedCommit, SyncState};
 
