@@ -7,6 +7,7 @@ pub mod api;
 pub mod args;
 pub mod cli;
 pub mod controller;
+#[cfg(feature = "demo")]
 pub mod demo;
 pub mod gc;
 pub mod git;

@@ -4,6 +4,7 @@
 //! problem printed as `file:line: field.path: message`), 2 usage or I/O errors.
 
 mod configmap_name;
+#[cfg(feature = "demo")]
 mod demo;
 mod inputs;
 mod plan;
@@ -70,6 +71,7 @@ enum Command {
     /// Needs the kubelet-gitops-agent binary (`cargo build --release -p node-agent -p
     /// reconciler`) and curl. Exits 0 when every step happened as shown, 1 when one failed
     /// or took too long, 2 when this machine or the options cannot run it, 130 on Ctrl-C.
+    #[cfg(feature = "demo")]
     Demo(demo::DemoArgs),
 }
 
@@ -151,6 +153,7 @@ impl Cli {
             Command::ConfigmapName(a) => configmap_name::run(&a.basename, &a.file),
             Command::Run(a) => return run::run(*a),
             Command::Plan(a) => plan::run(a),
+            #[cfg(feature = "demo")]
             Command::Demo(a) => return demo::run(a),
         };
         match result {

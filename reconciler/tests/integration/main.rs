@@ -1,11 +1,13 @@
 //! The reconciler's integration tests, one binary: a module per area, the shared support
-//! once. Tests that start a simulated cluster, the demo or sshd share the machine with
-//! the rest of this process: [`support::serial`] keeps the demo apart from them.
+//! once. They run as threads of one process: [`support::serial`] keeps the demo (built
+//! with the `demo` feature, the default) apart from the tests that start a simulated
+//! cluster.
 
 mod forge_support;
 mod support;
 
 mod cli;
+#[cfg(feature = "demo")]
 mod demo;
 mod deploy_manifests;
 mod examples_repo;
