@@ -1,6 +1,10 @@
-//! kubelet-gitops: the command-line tool and, later, the reconciler (`run`).
+//! kubelet-gitops: the reconciler (`kubelet-gitops run`, [`controller`]) and the
+//! command-line tools around it (`validate`, `render`, `configmap-name`, `plan`, and
+//! `demo` with the `demo` feature), dispatched by [`cli`].
 //!
-//! Today: `validate`, `render` and `configmap-name`, which answer from files alone.
+//! The pure planning ([`render`], [`model`], [`rollout`], [`gc`], [`plan`]) is kept
+//! apart from the code that talks to git, the API server and the forges, which carries
+//! out what it returns.
 
 pub mod admin;
 pub mod api;

@@ -17,7 +17,7 @@
 //!   the branch (what the pull request itself changes, as a forge's diff shows it), or
 //!   the applied commit when they share no history. The plan says which in a note. A
 //!   base that does not validate is compared as nothing, with a note.
-//! - **What is posted.** `success` with [`plan::summary`] ("2 pools change, 42 nodes;
+//! - **What is posted.** `success` with [`plan::markdown::summary`] ("2 pools change, 42 nodes;
 //!   1 field overridden by flags on 3 nodes"); `failure` when the head's pools overlap
 //!   (it could not be applied as it is); `error` with the first problem when the head
 //!   does not validate.
@@ -212,8 +212,8 @@ pub fn review(prepared: &Prepared, nodes: &[NodeInfo]) -> Review {
     let (state, description, markdown, result) = match head {
         Err(errors) => (
             StatusState::Error,
-            plan::invalid_summary(errors),
-            plan::invalid_markdown(&prepared.head_short, errors),
+            plan::markdown::invalid_summary(errors),
+            plan::markdown::invalid_markdown(&prepared.head_short, errors),
             ReviewResult::Invalid,
         ),
         Ok(rendered) => {
@@ -228,8 +228,8 @@ pub fn review(prepared: &Prepared, nodes: &[NodeInfo]) -> Review {
             };
             (
                 state,
-                plan::summary(&p),
-                plan::to_markdown(&p),
+                plan::markdown::summary(&p),
+                plan::markdown::to_markdown(&p),
                 ReviewResult::Planned,
             )
         }

@@ -1,8 +1,9 @@
 //! Commit statuses: what a rollout looks like on the user's forge.
 //!
-//! Beside the controller's loop, the reporter reads its [`SyncState`](crate::state::SyncState)
-//! and asks for the statuses it calls for ([`commit_statuses`], from the pure functions
-//! of [`aggregate`]); a [`StatusWriter`] posts them to one [`Backend`]:
+//! Beside the controller's loop, the reporter reads its
+//! [`SyncState`](crate::state::SyncState) and asks for the statuses it calls for
+//! ([`commit_statuses`], from the pure functions of [`aggregate`]); a [`StatusWriter`]
+//! posts them to one [`Backend`]:
 //!
 //! - [`GitHub`] (`api.github.com` or GitHub Enterprise `/api/v3`) and [`Gitea`] (and
 //!   Forgejo): one REST client, the two APIs' differences as data;

@@ -1,5 +1,5 @@
-//! One commit status: its commit, context, state and description, as every backend
-//! takes it, and the limits a description is cut to.
+//! A commit status in our terms, before a backend maps it onto its forge: the contexts
+//! we post under, our states, and how a description is cut to a forge's limit.
 
 use std::fmt;
 
