@@ -29,12 +29,15 @@ ENV LIBZ_SYS_STATIC=1 \
 COPY . .
 # --locked: exactly the Cargo.lock versions. The caches keep downloaded crates and
 # compiled dependencies between builds (BuildKit); the binaries are copied out of the
-# cached target directory.
+# cached target directory. The reconciler is built without its default `demo` feature:
+# the image carries no simulated cluster (`kubelet-gitops demo` is a command of the
+# source build, README.md).
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     cargo build --release --locked \
-        -p reconciler -p node-agent \
-        --bin kubelet-gitops --bin kubelet-gitops-agent --bin kubelet-gitops-rescue \
+        -p reconciler --no-default-features --bin kubelet-gitops \
+ && cargo build --release --locked \
+        -p node-agent --bin kubelet-gitops-agent --bin kubelet-gitops-rescue \
  && install -D -m 0755 target/release/kubelet-gitops /out/kubelet-gitops \
  && install -D -m 0755 target/release/kubelet-gitops-agent /out/kubelet-gitops-agent \
  && install -D -m 0755 target/release/kubelet-gitops-rescue /out/kubelet-gitops-rescue

@@ -10,7 +10,7 @@
 //!
 //! Run: `cargo bench -p reconciler --bench reconcile`. Prints a table.
 
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/integration/support/mod.rs"]
 mod support;
 
 use std::process::{Child, Command, Stdio};

@@ -19,8 +19,8 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::controller::SyncState;
 use crate::metrics::Metrics;
+use crate::state::SyncState;
 
 /// What the handlers read.
 #[derive(Clone)]
@@ -93,8 +93,8 @@ pub async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::{RejectedCommit, Role};
     use crate::render::RepoError;
+    use crate::state::{RejectedCommit, Role};
 
     async fn get_path(addr: SocketAddr, path: &str) -> (u16, String) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -8,11 +8,13 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
-use crate::controller::{KubeSource, RunConfig, StatusBackendConfig, StatusConfig};
+use crate::controller::{KubeSource, RunConfig};
 use crate::git::{GitAuth, GitConfig};
 use crate::leader::LeaseConfig;
 use crate::render::RenderOptions;
-use crate::status::{GitHubConfig, GitLabConfig, GitLabProject, GiteaConfig};
+use crate::status::{
+    GitHubConfig, GitLabConfig, GitLabProject, GiteaConfig, StatusBackendConfig, StatusConfig,
+};
 
 /// GitLab's SaaS instance, the default `--forge-url` for GitLab.
 pub const GITLAB_URL: &str = "https://gitlab.com";

@@ -32,7 +32,8 @@ use kube::api::{Api, PostParams};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::controller::api::{error_code, jitter};
+use crate::api::{error_code, jitter};
+use crate::message::error_chain;
 use crate::metrics::Metrics;
 use crate::publish::FIELD_MANAGER;
 
@@ -390,7 +391,7 @@ impl LeaderElector {
                     }
                 }
                 Err(e) => {
-                    let error = crate::controller::error_chain(&e);
+                    let error = error_chain(&e);
                     if leading && last_renewal.elapsed() >= self.config.renew_deadline {
                         tracing::error!(%lease, %identity, %error, "could not renew the leader lease in time; stepping down");
                         leading = false;
@@ -428,7 +429,7 @@ impl LeaderElector {
             match tokio::time::timeout(self.config.renew_deadline, self.release()).await {
                 Ok(Ok(())) => tracing::info!(%lease, %identity, "released the leader lease"),
                 Ok(Err(e)) => {
-                    tracing::warn!(%lease, error = %crate::controller::error_chain(&e), "failed to release the leader lease; it expires on its own")
+                    tracing::warn!(%lease, error = %error_chain(&e), "failed to release the leader lease; it expires on its own")
                 }
                 Err(_) => {
                     tracing::warn!(%lease, "releasing the leader lease timed out; it expires on its own")

@@ -1,15 +1,22 @@
-//! kubelet-gitops: the command-line tool and, later, the reconciler (`run`).
+//! kubelet-gitops: the reconciler (`kubelet-gitops run`, [`controller`]) and the
+//! command-line tools around it (`validate`, `render`, `configmap-name`, `plan`, and
+//! `demo` with the `demo` feature), dispatched by [`cli`].
 //!
-//! Today: `validate`, `render` and `configmap-name`, which answer from files alone.
+//! The pure planning ([`render`], [`model`], [`rollout`], [`gc`], [`plan`]) is kept
+//! apart from the code that talks to git, the API server and the forges, which carries
+//! out what it returns.
 
 pub mod admin;
+pub mod api;
 pub mod args;
 pub mod cli;
 pub mod controller;
+#[cfg(feature = "demo")]
 pub mod demo;
 pub mod gc;
 pub mod git;
 pub mod leader;
+pub mod message;
 pub mod metrics;
 pub mod model;
 pub mod plan;
@@ -18,5 +25,6 @@ pub mod render;
 pub mod review;
 pub mod rollout;
 pub mod source;
+pub mod state;
 pub mod status;
 pub mod webhook;

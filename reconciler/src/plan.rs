@@ -3,13 +3,12 @@
 //! desired config changes, the fields their kubelet flags override, and the disruptive
 //! fields that change.
 //!
-//! [`plan`] is pure (two rendered revisions and a node list in, a [`Plan`] out);
-//! [`to_markdown`] and [`summary`] only format it. `kubelet-gitops plan` prints the
-//! Markdown; the pull-request status (`kubelet-gitops/plan`) carries the summary.
+//! [`plan`] is pure; [`markdown`] only formats it: `kubelet-gitops plan` prints the
+//! Markdown, the pull-request status (`kubelet-gitops/plan`) carries the summary.
 
 mod diff;
 mod disruptive;
-mod markdown;
+pub mod markdown;
 
 #[cfg(test)]
 mod tests;
@@ -26,7 +25,6 @@ use crate::render::{RenderedPool, RenderedRepo};
 
 pub use diff::{FieldChange, effective_diff};
 pub use disruptive::{DISRUPTIVE_FIELDS, Disruption, disruption_of};
-pub use markdown::{invalid_markdown, invalid_summary, summary, to_markdown};
 
 /// Everything a change would do.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

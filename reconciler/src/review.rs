@@ -5,7 +5,8 @@
 //! reads the nodes from the controller's watch cache and writes only to the forge.
 //!
 //! - **Which heads.** The git source fetches the forge's pull-request refs alongside the
-//!   branch ([`PULL_REFSPEC`] on GitHub and Gitea, [`MERGE_REQUEST_REFSPEC`] on GitLab).
+//!   branch ([`PULL_REFSPEC`](crate::status::PULL_REFSPEC) on GitHub and Gitea,
+//!   [`MERGE_REQUEST_REFSPEC`](crate::status::MERGE_REQUEST_REFSPEC) on GitLab).
 //!   A head is reviewed when its ref is new or points at another commit than when it was
 //!   last reviewed; the memory of what was reviewed is in memory only, so a restart
 //!   reviews every head once more (the status writer sends nothing the forge already
@@ -16,7 +17,7 @@
 //!   the branch (what the pull request itself changes, as a forge's diff shows it), or
 //!   the applied commit when they share no history. The plan says which in a note. A
 //!   base that does not validate is compared as nothing, with a note.
-//! - **What is posted.** `success` with [`plan::summary`] ("2 pools change, 42 nodes;
+//! - **What is posted.** `success` with [`plan::markdown::summary`] ("2 pools change, 42 nodes;
 //!   1 field overridden by flags on 3 nodes"); `failure` when the head's pools overlap
 //!   (it could not be applied as it is); `error` with the first problem when the head
 //!   does not validate.
@@ -32,18 +33,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::controller::SyncState;
 use crate::git::{CommitSource, GitError};
+use crate::message::error_chain;
 use crate::metrics::{Metrics, ReviewResult};
 use crate::model::NodeInfo;
 use crate::plan;
 use crate::render::{RenderOptions, RenderedRepo, RepoError, render_repo};
-use crate::status::{CommitStatus, PLAN_CONTEXT, StatusState, StatusWriter};
-
-/// Fetches GitHub's and Gitea's pull-request heads into the cache, under the same names.
-pub const PULL_REFSPEC: &str = "+refs/pull/*/head:refs/pull/*/head";
-/// Fetches GitLab's merge-request heads into the cache, under the same names.
-pub const MERGE_REQUEST_REFSPEC: &str = "+refs/merge-requests/*/head:refs/merge-requests/*/head";
+use crate::state::SyncState;
+use crate::status::{CommitStatus, PLAN_CONTEXT, StatusState, StatusWriter, count_delivery};
 
 /// The pull- or merge-request number of a head ref: `refs/pull/7/head` and
 /// `refs/merge-requests/7/head` are 7. Any other ref is not a request head.
@@ -215,8 +212,8 @@ pub fn review(prepared: &Prepared, nodes: &[NodeInfo]) -> Review {
     let (state, description, markdown, result) = match head {
         Err(errors) => (
             StatusState::Error,
-            plan::invalid_summary(errors),
-            plan::invalid_markdown(&prepared.head_short, errors),
+            plan::markdown::invalid_summary(errors),
+            plan::markdown::invalid_markdown(&prepared.head_short, errors),
             ReviewResult::Invalid,
         ),
         Ok(rendered) => {
@@ -231,8 +228,8 @@ pub fn review(prepared: &Prepared, nodes: &[NodeInfo]) -> Review {
             };
             (
                 state,
-                plan::summary(&p),
-                plan::to_markdown(&p),
+                plan::markdown::summary(&p),
+                plan::markdown::to_markdown(&p),
                 ReviewResult::Planned,
             )
         }
@@ -397,7 +394,7 @@ impl Reviewer {
             Ok(Err(e)) => {
                 tracing::error!(
                     refname,
-                    error = %crate::controller::error_chain(&e),
+                    error = %error_chain(&e),
                     "cannot read the pull-request head from the git cache; it is reviewed again when it moves"
                 );
                 self.metrics.reviewed(ReviewResult::Failed);
@@ -422,14 +419,14 @@ impl Reviewer {
             "pull-request head reviewed"
         );
         let delivery = self.writer.post(&outcome.status).await;
-        crate::controller::count_delivery(&self.metrics, &delivery);
+        count_delivery(&self.metrics, &delivery);
         if self.config.comment
             && let Err(e) = self.writer.comment(number, &outcome.markdown).await
         {
             tracing::error!(
                 refname,
                 request = number,
-                error = %crate::controller::error_chain(&e),
+                error = %error_chain(&e),
                 "cannot post the plan comment; it is posted again when the head moves"
             );
         }

@@ -1,13 +1,11 @@
 //! Rollout planning: which nodes get which config this round ([`plan_rollout`]), and how
 //! far each pool has come ([`PoolReport`]).
 //!
-//! Pure and synchronous: the inputs are the pools with their target ConfigMap for the
-//! current commit and the nodes as the watch shows them; the output is a list of
-//! [`NodeAction`]s for the controller to send (as [`annotation_patch`]es) and a report
-//! per pool. No clock is read (the only times are creation timestamps, which are inputs)
-//! and no state is kept between rounds: everything is derived from the node annotations
-//! of the node protocol (`kubelet_gitops_core::protocol`), so a restarted reconciler
-//! plans exactly what the previous one would have.
+//! Pure and synchronous: the controller sends the [`NodeAction`]s it returns (as
+//! [`annotation_patch`]es). No clock is read (the only times are creation timestamps,
+//! which are inputs) and no state is kept between rounds: everything is derived from the
+//! node annotations of the node protocol (`kubelet_gitops_core::protocol`), so a
+//! restarted reconciler plans exactly what the previous one would have.
 //!
 //! # Rules
 //!

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use kubelet_gitops_core::hash;
 
-use super::Failure;
+use super::inputs::Failure;
 use super::inputs::read_file;
 
 pub(super) fn run(basename: &str, file: &Path) -> Result<(), Failure> {

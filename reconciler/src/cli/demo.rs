@@ -8,8 +8,8 @@ use std::process::ExitCode;
 use clap::Args;
 use tracing_subscriber::EnvFilter;
 
-use crate::controller::error_chain;
 use crate::demo::{Demo, DemoOptions, Speed};
+use crate::message::error_chain;
 
 /// `kubelet-gitops demo` options.
 #[derive(Debug, Args)]

@@ -1,16 +1,53 @@
 //! Reading what the commands check: config files, drop-in directories and the kubelet's
-//! flags (inline or from kubeadm/package env files), and printing problems with their
-//! location.
+//! flags (inline or from kubeadm/package env files), printing problems with their
+//! location, and what went wrong, by exit code ([`Failure`]).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use clap::Args;
 use kubelet_gitops_core::decode::MAX_FILE_BYTES;
 use kubelet_gitops_core::effective::{self, Effective, EffectiveError, Source};
 use kubelet_gitops_core::flags::{self, KubeletFlags};
 use kubelet_gitops_core::validation::ValidationError;
 
-use super::{Failure, NodeArgs};
+/// Where the kubelet's command line comes from, and its drop-in directory.
+#[derive(Debug, Args, Clone, Default)]
+pub struct NodeArgs {
+    /// The kubelet's command-line flags, as one shell-quoted string
+    /// (e.g. '--max-pods=110 --node-ip=10.0.0.5'). Applied after every --flags-file.
+    #[arg(
+        long,
+        value_name = "ARGS",
+        env = "KUBELET_GITOPS_FLAGS",
+        allow_hyphen_values = true
+    )]
+    flags: Option<String>,
+    /// A file holding the kubelet's flags: kubeadm's kubeadm-flags.env
+    /// (KUBELET_KUBEADM_ARGS="..."), a package's /etc/default/kubelet or
+    /// /etc/sysconfig/kubelet (KUBELET_EXTRA_ARGS=...), or a plain command line.
+    /// Repeatable; later files win, as in kubeadm's systemd drop-in.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "KUBELET_GITOPS_FLAGS_FILE",
+        value_delimiter = ','
+    )]
+    flags_file: Vec<PathBuf>,
+    /// The kubelet's --config-dir: every `*.conf` file in it (lexical order) is merged over
+    /// FILE before the flags are applied. Defaults to the --config-dir in the flags, if any.
+    #[arg(long, value_name = "DIR", env = "KUBELET_GITOPS_CONFIG_DIR")]
+    config_dir: Option<PathBuf>,
+}
+
+/// What went wrong, classified by exit code.
+#[derive(Debug)]
+pub(super) enum Failure {
+    /// The input is invalid: problems already printed. Exit 1.
+    Invalid,
+    /// Usage or I/O error. Exit 2.
+    Usage(String),
+}
 
 /// Reads a file, at most one byte past the ConfigMap limit (the decoder reports the size
 /// error; this keeps `/dev/zero` from filling memory).

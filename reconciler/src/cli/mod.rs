@@ -4,6 +4,7 @@
 //! problem printed as `file:line: field.path: message`), 2 usage or I/O errors.
 
 mod configmap_name;
+#[cfg(feature = "demo")]
 mod demo;
 mod inputs;
 mod plan;
@@ -15,6 +16,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+
+use inputs::Failure;
+pub use inputs::NodeArgs;
 
 /// GitOps for kubelet configuration: validate, render and name KubeletConfiguration files
 /// exactly as the kubelet and kubectl would.
@@ -70,36 +74,8 @@ enum Command {
     /// Needs the kubelet-gitops-agent binary (`cargo build --release -p node-agent -p
     /// reconciler`) and curl. Exits 0 when every step happened as shown, 1 when one failed
     /// or took too long, 2 when this machine or the options cannot run it, 130 on Ctrl-C.
+    #[cfg(feature = "demo")]
     Demo(demo::DemoArgs),
-}
-
-/// Where the kubelet's command line comes from, and its drop-in directory.
-#[derive(Debug, Args, Clone, Default)]
-pub struct NodeArgs {
-    /// The kubelet's command-line flags, as one shell-quoted string
-    /// (e.g. '--max-pods=110 --node-ip=10.0.0.5'). Applied after every --flags-file.
-    #[arg(
-        long,
-        value_name = "ARGS",
-        env = "KUBELET_GITOPS_FLAGS",
-        allow_hyphen_values = true
-    )]
-    flags: Option<String>,
-    /// A file holding the kubelet's flags: kubeadm's kubeadm-flags.env
-    /// (KUBELET_KUBEADM_ARGS="..."), a package's /etc/default/kubelet or
-    /// /etc/sysconfig/kubelet (KUBELET_EXTRA_ARGS=...), or a plain command line.
-    /// Repeatable; later files win, as in kubeadm's systemd drop-in.
-    #[arg(
-        long,
-        value_name = "FILE",
-        env = "KUBELET_GITOPS_FLAGS_FILE",
-        value_delimiter = ','
-    )]
-    flags_file: Vec<PathBuf>,
-    /// The kubelet's --config-dir: every `*.conf` file in it (lexical order) is merged over
-    /// FILE before the flags are applied. Defaults to the --config-dir in the flags, if any.
-    #[arg(long, value_name = "DIR", env = "KUBELET_GITOPS_CONFIG_DIR")]
-    config_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -134,15 +110,6 @@ struct ConfigmapNameArgs {
     file: PathBuf,
 }
 
-/// What went wrong, classified by exit code.
-#[derive(Debug)]
-enum Failure {
-    /// The input is invalid: problems already printed. Exit 1.
-    Invalid,
-    /// Usage or I/O error. Exit 2.
-    Usage(String),
-}
-
 impl Cli {
     pub fn run(self) -> ExitCode {
         let result = match self.command {
@@ -151,6 +118,7 @@ impl Cli {
             Command::ConfigmapName(a) => configmap_name::run(&a.basename, &a.file),
             Command::Run(a) => return run::run(*a),
             Command::Plan(a) => plan::run(a),
+            #[cfg(feature = "demo")]
             Command::Demo(a) => return demo::run(a),
         };
         match result {

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
 use kubelet_gitops_sim::inventory::Inventory;
 
-use super::Failure;
+use super::inputs::Failure;
 use crate::git::{self, CommitSource};
 use crate::model::NodeInfo;
 use crate::plan;
@@ -112,7 +112,7 @@ pub(super) fn run(args: PlanArgs) -> Result<(), Failure> {
                 "the head revision {head} ({head_id}) does not validate: {}",
                 count(errors.len(), "error")
             );
-            print!("{}", plan::invalid_markdown(&head_id, &errors));
+            print!("{}", plan::markdown::invalid_markdown(&head_id, &errors));
             return Err(Failure::Invalid);
         }
     };
@@ -137,7 +137,7 @@ pub(super) fn run(args: PlanArgs) -> Result<(), Failure> {
     p.notes.splice(0..0, notes);
     p.base_revision = base_id;
     p.head_revision = Some(head_id);
-    print!("{}", plan::to_markdown(&p));
+    print!("{}", plan::markdown::to_markdown(&p));
     if p.has_errors() {
         for o in &p.overlaps {
             eprintln!("error: {o}");

@@ -8,8 +8,8 @@ use kubelet_gitops_core::effective::{Effective, Source};
 use kubelet_gitops_core::validation::{self, HostInfo};
 use kubelet_gitops_core::{effective, flags::FlagOverride};
 
+use super::inputs::{Failure, NodeArgs};
 use super::inputs::{Node, print_validation_errors, read_file};
-use super::{Failure, NodeArgs};
 
 pub(super) fn run(file: &Path, with_defaults: bool, node_args: &NodeArgs) -> Result<(), Failure> {
     let node = Node::load(node_args)?;

@@ -6,7 +6,8 @@ use std::process::ExitCode;
 use tracing_subscriber::EnvFilter;
 
 use crate::args::{LogFormat, RunArgs};
-use crate::controller::{self, error_chain};
+use crate::controller;
+use crate::message::error_chain;
 
 /// Installs the global tracing subscriber: `filter` (EnvFilter syntax) in `format`.
 fn init_logging(format: LogFormat, filter: &str) -> Result<(), String> {

@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use kubelet_gitops_core::validation::{self, HostInfo};
 
+use super::inputs::{Failure, NodeArgs};
 use super::inputs::{Node, print_validation_errors, read_file};
-use super::{Failure, NodeArgs};
 
 pub(super) fn run(files: &[PathBuf], node_args: &NodeArgs) -> Result<(), Failure> {
     let node = Node::load(node_args)?;

@@ -29,7 +29,7 @@ use kubelet_gitops_core::protocol::{DOMAIN, POOL_LABEL};
 use serde_json::Value;
 use tokio::sync::Notify;
 
-use crate::controller::api::error_code;
+use crate::api::error_code;
 use crate::gc::PublishedConfigMap;
 use crate::metrics::Metrics;
 use crate::model::NodeInfo;
@@ -151,7 +151,7 @@ async fn drive<K, S>(
                     "watch"
                 };
                 metrics.api_error(verb, resource, code);
-                tracing::warn!(resource, error = %crate::controller::error_chain(&e), "watch failed; retrying with backoff");
+                tracing::warn!(resource, error = %crate::message::error_chain(&e), "watch failed; retrying with backoff");
             }
         }
     }

@@ -18,17 +18,15 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::api::{Api, Patch, PatchParams};
 use kubelet_gitops_core::protocol::{ConfigRef, SOURCE_COMMIT};
 
-use crate::controller::api::{Call, RetryPolicy, retrying};
-use crate::controller::observe::{
-    ConfigMapStore, NodeStore, NodeView, PendingWrites, published_configmap,
-};
-use crate::controller::state::AppliedCommit;
+use super::observe::{ConfigMapStore, NodeStore, NodeView, PendingWrites, published_configmap};
+use crate::api::{Call, RetryPolicy, retrying};
 use crate::gc::plan_gc;
 use crate::metrics::Metrics;
 use crate::model::Overlap;
 use crate::publish::{self, FIELD_MANAGER, PublishError, Published, SourceInfo};
 use crate::render::RenderedRepo;
 use crate::rollout::{NodeAction, PoolPhase, PoolReport, PoolTarget, RolloutPlan, plan_rollout};
+use crate::state::AppliedCommit;
 
 /// A commit that rendered and validated: what the cluster should converge to.
 #[derive(Debug, Clone)]
@@ -356,7 +354,7 @@ impl Reconciler {
                 // Not fatal: the next round tries again.
                 Err(e) => tracing::warn!(
                     configmap = %name,
-                    error = %crate::controller::error_chain(&e),
+                    error = %crate::message::error_chain(&e),
                     "garbage collection failed; will retry"
                 ),
             }
@@ -472,7 +470,7 @@ impl Reconciler {
                 Some(Err(e)) => {
                     tracing::warn!(
                         node = %action.node,
-                        error = %crate::controller::error_chain(&e),
+                        error = %crate::message::error_chain(&e),
                         "node write failed"
                     );
                     failures.push((action.node.clone(), e));

@@ -23,8 +23,10 @@ use std::sync::Arc;
 
 use tokio::task::JoinSet;
 
-use super::{ConfigMaps, Controller, LoopState, RenderFailure, error_chain};
+use super::commits::RenderFailure;
+use super::task::{ConfigMaps, Controller, LoopState};
 use crate::git;
+use crate::message::error_chain;
 
 /// How many first-parent ancestors of an invalid head are looked at.
 pub(crate) const RESUME_DEPTH: usize = 100;

@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
+use super::disruptive::Disruption;
 use super::{Desired, Move, Plan, PoolChange, PoolPlan};
 use crate::model::Rollout;
 use crate::render::RepoError;
@@ -322,7 +323,7 @@ fn rollout_line(plan: &Plan, p: &PoolPlan, r: &Rollout) -> String {
     )
 }
 
-fn disruptions(out: &mut String, list: &[super::Disruption], indent: &str) {
+fn disruptions(out: &mut String, list: &[Disruption], indent: &str) {
     for d in list {
         let side = |v: &Option<String>| v.clone().unwrap_or_else(|| "(unset)".into());
         let _ = writeln!(

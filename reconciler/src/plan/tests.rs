@@ -1,5 +1,6 @@
 use std::collections::BTreeMap;
 
+use super::markdown::{invalid_markdown, invalid_summary, summary, to_markdown};
 use super::*;
 use crate::render::{RenderOptions, render_repo};
 use crate::source::MemorySource;

@@ -11,8 +11,26 @@ use kubelet_gitops_core::validation::{self, HostInfo};
 use kubelet_gitops_core::{defaults, protocol};
 use serde_json::Value;
 
+use super::error::RepoError;
+use super::fields::without_nulls;
 use super::pool::PoolDoc;
-use super::{RenderedPool, RepoError, without_nulls};
+use crate::model::PoolSpec;
+
+/// One pool, rendered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RenderedPool {
+    /// Name, selector, priority and rollout (defaults applied).
+    pub spec: PoolSpec,
+    /// The exact YAML stored under key `kubelet` of the pool's ConfigMap: a complete
+    /// `kubelet.config.k8s.io/v1beta1` `KubeletConfiguration`, `apiVersion` and `kind`
+    /// first, without the kubelet's defaults. The same inputs always give the same bytes.
+    pub rendered: String,
+    /// `rendered`, decoded (not defaulted).
+    pub config: KubeletConfiguration,
+    /// `kubelet-<pool>-<hash>`: [`kubelet_gitops_core::protocol::configmap_name`] of
+    /// `rendered`.
+    pub configmap_name: String,
+}
 
 /// `base/kubelet.yaml`, decoded and checked: the object every pool's config starts from.
 #[derive(Debug, Clone, Default)]

@@ -11,8 +11,10 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::Value;
 
+use super::error::{RepoError, decode_part};
+use super::fields::{is_within, join_path, without_nulls};
+use super::settings::RepoSettings;
 use super::settings::{API_VERSION, POOL_KIND, RolloutDoc, dns1123_label_error, resolve_rollout};
-use super::{RepoError, RepoSettings, decode_part, is_within, join_path, without_nulls};
 use crate::model::{LabelSelector, Operator, PoolSpec};
 
 /// A pool file, decoded and checked, before merging with the base.

@@ -11,8 +11,60 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::Value;
 
-use super::{RepoError, RepoSettings, decode_part};
+use super::error::{RepoError, decode_part};
 use crate::model::{IntOrPercent, Rollout};
+
+/// The file holding the repository settings, relative to the config root.
+pub const SETTINGS_FILE: &str = "kubelet-gitops.yaml";
+/// How many ConfigMaps per pool garbage collection keeps by default.
+pub const DEFAULT_KEEP_CONFIGMAPS: usize = 5;
+
+/// The repository settings (`kubelet-gitops.yaml`, kind `RepoSettings`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepoSettings {
+    /// The settings file, relative to the repository root, when there is one.
+    pub source_path: Option<String>,
+    /// Where the ConfigMaps live. Default `kubelet-gitops`.
+    pub namespace: String,
+    /// ConfigMaps kept per pool by garbage collection (besides any a node names).
+    /// Default 5.
+    pub keep_configmaps: usize,
+    /// The rollout every pool starts from; a pool's `spec.rollout` overrides it field by
+    /// field.
+    pub rollout_defaults: Rollout,
+    /// The include globs in force (the settings', then the command line's; `**` when
+    /// both are empty).
+    pub include: Vec<String>,
+    /// The exclude globs in force (the settings', then the command line's).
+    pub exclude: Vec<String>,
+    /// What pools may not do.
+    pub policy: Policy,
+}
+
+impl Default for RepoSettings {
+    fn default() -> Self {
+        RepoSettings {
+            source_path: None,
+            namespace: DEFAULT_NAMESPACE.to_string(),
+            keep_configmaps: DEFAULT_KEEP_CONFIGMAPS,
+            rollout_defaults: Rollout::default(),
+            include: vec!["**".to_string()],
+            exclude: Vec::new(),
+            policy: Policy::default(),
+        }
+    }
+}
+
+/// Repository policy: rules the settings impose on every pool file, so that the owners of
+/// `kubelet-gitops.yaml` and `base/` (CODEOWNERS, branch protection) keep control over
+/// fields that pool owners must not change.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Policy {
+    /// KubeletConfiguration field paths a pool's `spec.kubelet` may not set, in the
+    /// config's JSON names. A path forbids its whole subtree: `authentication` forbids
+    /// `authentication.webhook.enabled`; `featureGates.CPUManager` forbids one gate.
+    pub forbidden_pool_fields: Vec<String>,
+}
 
 /// The API version of `RepoSettings` and `NodePool` documents.
 pub const API_VERSION: &str = "kubelet-gitops.io/v1alpha1";

@@ -3,7 +3,7 @@ use std::time::Duration;
 use kubelet_gitops_core::protocol;
 
 use super::*;
-use crate::model::IntOrPercent;
+use crate::model::{IntOrPercent, Rollout};
 use crate::source::MemorySource;
 
 const SETTINGS: &str = "\

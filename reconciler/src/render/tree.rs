@@ -2,9 +2,14 @@
 //! the layout (`base/kubelet.yaml`, `pools/<name>.yaml`). Symlinks, submodules and paths
 //! that leave the root are errors naming the path.
 
-use super::settings::Matcher;
-use super::{BASE_FILE, POOLS_DIR, RepoError, SETTINGS_FILE};
+use super::error::RepoError;
+use super::settings::{Matcher, SETTINGS_FILE};
 use crate::source::{Entry, EntryKind};
+
+/// The base configuration, relative to the config root.
+pub const BASE_FILE: &str = "base/kubelet.yaml";
+/// The directory of pool files, relative to the config root.
+pub const POOLS_DIR: &str = "pools";
 
 /// The files to read, as paths relative to the repository root.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

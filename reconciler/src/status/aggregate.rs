@@ -16,7 +16,7 @@
 
 use kubelet_gitops_core::protocol::State;
 
-use super::{CONTEXT, CommitStatus, PLAN_CONTEXT, StatusState, pool_context};
+use super::commit::{CONTEXT, CommitStatus, PLAN_CONTEXT, StatusState, pool_context};
 use crate::rollout::{PoolPhase, PoolReport};
 
 /// The status of one pool's rollout of the commit `sha`.

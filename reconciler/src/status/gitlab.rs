@@ -30,8 +30,10 @@ use serde::Deserialize;
 use serde_json::json;
 use tracing::debug;
 
+use super::commit::{CommitStatus, StatusState};
+use super::error::StatusError;
 use super::http::{Answer, Http, base_url, check_sha, encode_segment, non_empty, status_body};
-use super::{CommitStatus, StatusError, StatusState, TokenFile};
+use super::token::TokenFile;
 
 const FORGE: &str = "GitLab";
 

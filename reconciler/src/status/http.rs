@@ -9,8 +9,10 @@ use reqwest::{Client, Method};
 use serde::de::DeserializeOwned;
 use tracing::debug;
 
+use super::commit::{CommitStatus, is_commit_id, truncate_description};
+use super::error::StatusError;
 use super::retry::{is_retryable_status, requested_wait};
-use super::{Secret, StatusError};
+use super::token::Secret;
 
 /// Sent with every request; GitHub refuses requests without a User-Agent.
 const USER_AGENT: &str = concat!("kubelet-gitops/", env!("CARGO_PKG_VERSION"));
@@ -171,7 +173,7 @@ pub(crate) fn error_message(status: u16, body: &[u8]) -> String {
     let text = String::from_utf8_lossy(body);
     let text = text.trim();
     if !text.is_empty() {
-        return super::truncate_description(text, 200);
+        return truncate_description(text, 200);
     }
     reqwest::StatusCode::from_u16(status)
         .ok()
@@ -222,7 +224,7 @@ pub(crate) fn non_empty(forge: &'static str, what: &str, value: &str) -> Result<
 
 /// Rejects a commit id that is not 40 or 64 hex digits before any request is made.
 pub(crate) fn check_sha(forge: &'static str, sha: &str) -> Result<(), StatusError> {
-    if super::is_commit_id(sha) {
+    if is_commit_id(sha) {
         Ok(())
     } else {
         Err(StatusError::Config {
@@ -238,7 +240,7 @@ pub(crate) fn check_sha(forge: &'static str, sha: &str) -> Result<(), StatusErro
 pub(crate) fn status_body(
     state: &str,
     context_key: &str,
-    status: &super::CommitStatus,
+    status: &CommitStatus,
 ) -> serde_json::Value {
     let mut body = serde_json::json!({
         "state": state,

@@ -31,22 +31,26 @@
 //! notes are in the local repository meanwhile. Unpushed lines are kept in memory only:
 //! after a restart the controller posts every status again.
 
+mod note;
+mod remote;
+
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use git2::{
-    Commit, Cred, CredentialType, ErrorClass, ErrorCode, FetchOptions, Oid, PushOptions,
-    RemoteCallbacks, Repository, Signature,
-};
+use git2::{ErrorClass, ErrorCode, FetchOptions, Oid, PushOptions, Repository, Signature};
 use tracing::{debug, info, warn};
 
-use super::{CommitStatus, Secret, StatusError};
+use super::commit::{CommitStatus, is_commit_id};
+use super::error::StatusError;
 
-/// The notes ref our statuses live on.
-pub const NOTES_REF: &str = "refs/notes/kubelet-gitops";
+pub use note::{NOTES_REF, replace_line, status_line};
+pub use remote::{CallbacksFactory, NotesRemote};
+
+use note::{Line, read_note, write_lines};
+use remote::redact_url;
+
 /// Where the remote's notes are fetched to before a push (not under `refs/notes/`, so
 /// `git log --notes` does not show it).
 pub const REMOTE_NOTES_REF: &str = "refs/kubelet-gitops/remote-notes";
@@ -55,93 +59,6 @@ pub const DESCRIPTION_LIMIT: usize = 1024;
 /// How many times one push goes fetch, write again, push when the remote's notes move
 /// between our fetch and our push; after that the push waits for its backoff.
 pub const PUSH_CONFLICT_ATTEMPTS: u32 = 3;
-/// The message of a notes commit that carries several statuses (libgit2 writes one
-/// commit per note; a round's are folded into one).
-const ROUND_MESSAGE: &str = "Notes added by kubelet-gitops";
-
-/// Builds the libgit2 callbacks (credentials, host key check) for one fetch or push.
-pub type CallbacksFactory = Arc<dyn Fn() -> RemoteCallbacks<'static> + Send + Sync>;
-
-/// The remote the notes are pushed to, and how to authenticate.
-#[derive(Clone)]
-pub struct NotesRemote {
-    url: String,
-    auth: &'static str,
-    callbacks: CallbacksFactory,
-}
-
-impl fmt::Debug for NotesRemote {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("NotesRemote")
-            .field("url", &redact_url(&self.url))
-            .field("auth", &self.auth)
-            .finish()
-    }
-}
-
-impl NotesRemote {
-    /// A remote that needs no credentials (`file://`, a path, an open `git://` or https
-    /// server).
-    pub fn anonymous(url: impl Into<String>) -> NotesRemote {
-        NotesRemote {
-            url: url.into(),
-            auth: "none",
-            callbacks: Arc::new(RemoteCallbacks::new),
-        }
-    }
-
-    /// HTTPS with a token as the password, read from `token_file` at each push.
-    pub fn with_token(
-        url: impl Into<String>,
-        username: impl Into<String>,
-        token_file: impl Into<PathBuf>,
-    ) -> NotesRemote {
-        let username = username.into();
-        let token_file = token_file.into();
-        NotesRemote {
-            url: url.into(),
-            auth: "token",
-            callbacks: Arc::new(move || {
-                let (username, token_file) = (username.clone(), token_file.clone());
-                let mut asked = 0u32;
-                let mut callbacks = RemoteCallbacks::new();
-                callbacks.credentials(move |_url, _user, allowed| {
-                    asked += 1;
-                    if asked > 1 {
-                        return Err(git2::Error::from_str("the remote rejected the token"));
-                    }
-                    if !allowed.contains(CredentialType::USER_PASS_PLAINTEXT) {
-                        return Err(git2::Error::from_str(
-                            "the remote does not accept username and password authentication",
-                        ));
-                    }
-                    let token = Secret::from_file(&token_file, "git")
-                        .map_err(|e| git2::Error::from_str(&e.to_string()))?;
-                    Cred::userpass_plaintext(&username, token.expose())
-                });
-                callbacks
-            }),
-        }
-    }
-
-    /// Any other authentication (SSH with a checked host key): `factory` builds the
-    /// callbacks for each fetch and push, as the git source's fetches do.
-    pub fn with_callbacks(
-        url: impl Into<String>,
-        factory: impl Fn() -> RemoteCallbacks<'static> + Send + Sync + 'static,
-    ) -> NotesRemote {
-        NotesRemote {
-            url: url.into(),
-            auth: "callbacks",
-            callbacks: Arc::new(factory),
-        }
-    }
-
-    /// The remote's URL.
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-}
 
 /// Where the notes are written and pushed.
 #[derive(Debug, Clone)]
@@ -262,7 +179,11 @@ impl Notes {
         let mut results: Vec<Result<(), StatusError>> = Vec::with_capacity(statuses.len());
         let mut lines = Vec::with_capacity(statuses.len());
         for status in statuses {
-            match Line::of(&self.inner, status) {
+            match self
+                .inner
+                .oid(&status.sha)
+                .map(|oid| Line::new(oid, status))
+            {
                 Ok(line) => {
                     lines.push(line);
                     results.push(Ok(()));
@@ -332,7 +253,7 @@ impl Inner {
     }
 
     fn oid(&self, sha: &str) -> Result<Oid, StatusError> {
-        if !super::is_commit_id(sha) {
+        if !is_commit_id(sha) {
             return Err(StatusError::Config {
                 forge: "git notes",
                 reason: format!("{sha:?} is not a full commit id"),
@@ -559,27 +480,6 @@ impl Inner {
     }
 }
 
-/// One status as the line it sets in its commit's note.
-#[derive(Debug, Clone)]
-struct Line {
-    oid: Oid,
-    sha: String,
-    context: String,
-    text: String,
-}
-
-impl Line {
-    /// `status`'s line; fails if its commit id is not one.
-    fn of(inner: &Inner, status: &CommitStatus) -> Result<Line, StatusError> {
-        Ok(Line {
-            oid: inner.oid(&status.sha)?,
-            sha: status.sha.clone(),
-            context: status.context.clone(),
-            text: status_line(status),
-        })
-    }
-}
-
 /// Why a round of notes could not be written; each of its statuses gets it as its error.
 #[derive(Debug)]
 enum RoundFailure {
@@ -612,188 +512,4 @@ impl RoundFailure {
 /// push (fetching again and pushing again resolves it).
 fn is_conflict(error: &StatusError) -> bool {
     matches!(error, StatusError::Notes { source, .. } if source.code() == ErrorCode::NotFastForward)
-}
-
-/// `<context>: <state>: <description>[ (<url>)]`, on one line.
-pub fn status_line(status: &CommitStatus) -> String {
-    let one_line = |s: &str| s.replace(['\n', '\r'], " ");
-    let mut line = format!(
-        "{}: {}: {}",
-        one_line(&status.context),
-        status.state,
-        one_line(&status.description)
-    );
-    if let Some(url) = &status.target_url {
-        line.push_str(&format!(" ({})", one_line(url)));
-    }
-    line
-}
-
-/// `note` with the line of `context` replaced by `line` (where it was), or `line`
-/// appended; later duplicates of that context are dropped, other lines kept.
-pub fn replace_line(note: &str, context: &str, line: &str) -> String {
-    let prefix = format!("{context}: ");
-    let mut out: Vec<&str> = Vec::new();
-    let mut placed = false;
-    for existing in note.lines() {
-        if existing.starts_with(&prefix) {
-            if !placed {
-                out.push(line);
-                placed = true;
-            }
-        } else {
-            out.push(existing);
-        }
-    }
-    if !placed {
-        out.push(line);
-    }
-    let mut text = out.join("\n");
-    text.push('\n');
-    text
-}
-
-fn read_note(repo: &Repository, oid: Oid) -> Result<Option<String>, git2::Error> {
-    match repo.find_note(Some(NOTES_REF), oid) {
-        Ok(note) => Ok(Some(note.message().unwrap_or_default().to_string())),
-        Err(e) if e.code() == ErrorCode::NotFound => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
-/// Sets `context`'s line in `oid`'s note; returns whether the note changed.
-fn write_line(
-    repo: &Repository,
-    signature: &Signature<'_>,
-    oid: Oid,
-    context: &str,
-    line: &str,
-) -> Result<bool, git2::Error> {
-    let existing = read_note(repo, oid)?.unwrap_or_default();
-    let updated = replace_line(&existing, context, line);
-    if updated == existing {
-        return Ok(false);
-    }
-    repo.note(signature, signature, Some(NOTES_REF), oid, &updated, true)?;
-    Ok(true)
-}
-
-/// Sets every line in its commit's note as one notes commit on top of the notes ref;
-/// returns how many notes changed (none: no commit is written).
-fn write_lines(
-    repo: &Repository,
-    signature: &Signature<'_>,
-    lines: &[Line],
-) -> Result<usize, git2::Error> {
-    let base = repo.refname_to_id(NOTES_REF).ok();
-    let mut changed = 0;
-    for line in lines {
-        if write_line(repo, signature, line.oid, &line.context, &line.text)? {
-            changed += 1;
-        }
-    }
-    if changed > 1 {
-        // libgit2 writes one notes commit per note: fold them into one on `base`, so
-        // that a round is one commit in the notes' history.
-        let head = repo.refname_to_id(NOTES_REF)?;
-        let tree = repo.find_commit(head)?.tree()?;
-        let parent = base.map(|b| repo.find_commit(b)).transpose()?;
-        let parents: Vec<&Commit<'_>> = parent.iter().collect();
-        let folded = repo.commit(
-            None,
-            signature,
-            signature,
-            &format!("{ROUND_MESSAGE} ({changed} statuses)"),
-            &tree,
-            &parents,
-        )?;
-        repo.reference_matching(
-            NOTES_REF,
-            folded,
-            true,
-            head,
-            "kubelet-gitops: one notes commit per round",
-        )?;
-    }
-    Ok(changed)
-}
-
-/// The URL without a `user:password@` part.
-fn redact_url(url: &str) -> String {
-    match url.split_once("://") {
-        Some((scheme, rest)) => match rest.split_once('/') {
-            Some((authority, path)) if authority.contains('@') => {
-                let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-                format!("{scheme}://<redacted>@{host}/{path}")
-            }
-            None if rest.contains('@') => {
-                let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
-                format!("{scheme}://<redacted>@{host}")
-            }
-            _ => url.to_string(),
-        },
-        None => url.to_string(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::super::StatusState;
-    use super::*;
-
-    #[test]
-    fn lines_are_replaced_in_place() {
-        let note = "kubelet-gitops/gpu: pending: rolling out: 3/10\nkubelet-gitops: pending: x\n";
-        let updated = replace_line(
-            note,
-            "kubelet-gitops/gpu",
-            "kubelet-gitops/gpu: success: 10/10",
-        );
-        assert_eq!(
-            updated,
-            "kubelet-gitops/gpu: success: 10/10\nkubelet-gitops: pending: x\n"
-        );
-        // The summary context is a prefix of the pool contexts' names but not of their
-        // lines' prefixes.
-        let updated = replace_line(&updated, "kubelet-gitops", "kubelet-gitops: success: y");
-        assert_eq!(
-            updated,
-            "kubelet-gitops/gpu: success: 10/10\nkubelet-gitops: success: y\n"
-        );
-        let appended = replace_line("", "kubelet-gitops/cpu", "kubelet-gitops/cpu: success: 1/1");
-        assert_eq!(appended, "kubelet-gitops/cpu: success: 1/1\n");
-        let deduped = replace_line("a: x\nhand-written\na: y\n", "a", "a: z");
-        assert_eq!(deduped, "a: z\nhand-written\n");
-    }
-
-    #[test]
-    fn lines_stay_on_one_line() {
-        let status = CommitStatus::new(
-            "a".repeat(40),
-            "kubelet-gitops/gpu",
-            StatusState::Failure,
-            "node-1 rolled back:\nkubelet crashed",
-        )
-        .with_target_url("https://example.com/x");
-        assert_eq!(
-            status_line(&status),
-            "kubelet-gitops/gpu: failure: node-1 rolled back: kubelet crashed (https://example.com/x)"
-        );
-    }
-
-    #[test]
-    fn urls_lose_their_credentials() {
-        assert_eq!(
-            redact_url("https://user:tok@git.example.com/a/b.git"),
-            "https://<redacted>@git.example.com/a/b.git"
-        );
-        assert_eq!(
-            redact_url("https://git.example.com/a"),
-            "https://git.example.com/a"
-        );
-        assert_eq!(redact_url("/srv/git/config.git"), "/srv/git/config.git");
-        let remote = NotesRemote::with_token("https://x:y@h/r", "git", "/tok");
-        let debug = format!("{remote:?}");
-        assert!(!debug.contains("x:y"), "{debug}");
-    }
 }

@@ -2,148 +2,20 @@
 //! wanted status per commit and context until its forge takes it.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
-use super::{
-    CommitStatus, GitHub, GitLab, Gitea, Notes, PLAN_MARKER, RetryPolicy, StatusError, StatusState,
-    gitea, github, gitlab, notes, truncate_description,
-};
+use super::backend::{Backend, CommentOutcome};
+use super::commit::{CommitStatus, PLAN_MARKER, StatusState, truncate_description};
+use super::error::StatusError;
+use super::retry::RetryPolicy;
 
 /// How many (commit, context) pairs the writer remembers as posted. Older ones are
 /// forgotten first; forgetting one costs at most one repeated post.
 const REMEMBERED: usize = 10_000;
-
-/// Where statuses go.
-#[derive(Debug, Clone)]
-pub enum Backend {
-    GitHub(GitHub),
-    GitLab(GitLab),
-    Gitea(Gitea),
-    Notes(Notes),
-    Recorder(Recorder),
-}
-
-impl Backend {
-    /// The backend's name, for logs.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Backend::GitHub(_) => "GitHub",
-            Backend::GitLab(_) => "GitLab",
-            Backend::Gitea(_) => "Gitea",
-            Backend::Notes(_) => "git notes",
-            Backend::Recorder(_) => "recorder",
-        }
-    }
-
-    /// The longest description the backend takes, in characters.
-    pub fn description_limit(&self) -> usize {
-        match self {
-            Backend::GitHub(_) => github::DESCRIPTION_LIMIT,
-            Backend::GitLab(_) => gitlab::DESCRIPTION_LIMIT,
-            Backend::Gitea(_) => gitea::DESCRIPTION_LIMIT,
-            Backend::Notes(_) => notes::DESCRIPTION_LIMIT,
-            Backend::Recorder(r) => r.description_limit,
-        }
-    }
-
-    fn comment_limit(&self) -> Result<usize, StatusError> {
-        match self {
-            Backend::GitHub(_) => Ok(github::COMMENT_LIMIT),
-            Backend::GitLab(_) => Ok(gitlab::COMMENT_LIMIT),
-            Backend::Gitea(_) => Ok(gitea::COMMENT_LIMIT),
-            Backend::Recorder(_) => Ok(usize::MAX),
-            Backend::Notes(_) => Err(StatusError::CommentsUnsupported {
-                backend: self.name(),
-            }),
-        }
-    }
-
-    async fn send(&self, status: &CommitStatus) -> Result<(), StatusError> {
-        match self {
-            Backend::GitHub(b) => b.post_status(status).await,
-            Backend::GitLab(b) => b.post_status(status).await,
-            Backend::Gitea(b) => b.post_status(status).await,
-            Backend::Notes(b) => b.post_status(status).await,
-            Backend::Recorder(b) => b.post_status(status),
-        }
-    }
-
-    /// Finds our comment on `pr` and creates or updates it to `body`. Listing first on
-    /// every attempt means a retried create whose first try did land is an update, not
-    /// a duplicate.
-    async fn upsert_comment(&self, pr: u64, body: &str) -> Result<CommentOutcome, StatusError> {
-        let existing = match self {
-            Backend::GitHub(b) => b.find_comment(pr, PLAN_MARKER).await?,
-            Backend::GitLab(b) => b.find_comment(pr, PLAN_MARKER).await?,
-            Backend::Gitea(b) => b.find_comment(pr, PLAN_MARKER).await?,
-            Backend::Recorder(b) => b.find_comment(pr),
-            Backend::Notes(_) => {
-                return Err(StatusError::CommentsUnsupported {
-                    backend: self.name(),
-                });
-            }
-        };
-        match existing {
-            Some((id, old)) if old == body => Ok(CommentOutcome::Unchanged(id)),
-            Some((id, _)) => {
-                match self {
-                    Backend::GitHub(b) => b.update_comment(id, body).await?,
-                    Backend::GitLab(b) => b.update_comment(pr, id, body).await?,
-                    Backend::Gitea(b) => b.update_comment(id, body).await?,
-                    Backend::Recorder(b) => b.update_comment(pr, id, body),
-                    Backend::Notes(_) => {}
-                }
-                Ok(CommentOutcome::Updated(id))
-            }
-            None => {
-                let id = match self {
-                    Backend::GitHub(b) => b.create_comment(pr, body).await?,
-                    Backend::GitLab(b) => b.create_comment(pr, body).await?,
-                    Backend::Gitea(b) => b.create_comment(pr, body).await?,
-                    Backend::Recorder(b) => b.create_comment(pr, body),
-                    Backend::Notes(_) => 0,
-                };
-                Ok(CommentOutcome::Created(id))
-            }
-        }
-    }
-
-    /// Whether a round of statuses goes out as one unit ([`Notes`]: one notes commit, one
-    /// fetch and one push) rather than one request per status (the forges).
-    fn batches(&self) -> bool {
-        match self {
-            Backend::Notes(_) => true,
-            Backend::Recorder(r) => r.batching,
-            Backend::GitHub(_) | Backend::GitLab(_) | Backend::Gitea(_) => false,
-        }
-    }
-
-    /// Sends `statuses` as one unit; one result per status, in order.
-    async fn send_batch(&self, statuses: &[CommitStatus]) -> Vec<Result<(), StatusError>> {
-        match self {
-            Backend::Notes(b) => b.post_statuses(statuses).await,
-            Backend::Recorder(b) => b.post_batch(statuses),
-            Backend::GitHub(_) | Backend::GitLab(_) | Backend::Gitea(_) => {
-                let mut results = Vec::with_capacity(statuses.len());
-                for status in statuses {
-                    results.push(self.send(status).await);
-                }
-                results
-            }
-        }
-    }
-
-    async fn flush(&self) -> Result<(), StatusError> {
-        match self {
-            Backend::Notes(b) => b.flush().await,
-            _ => Ok(()),
-        }
-    }
-}
 
 /// What [`StatusWriter::post`] did with a status.
 #[derive(Debug)]
@@ -166,17 +38,6 @@ pub struct FlushReport {
     pub delivered: usize,
     pub still_queued: usize,
     pub rejected: usize,
-}
-
-/// What [`StatusWriter::comment`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CommentOutcome {
-    /// No comment carried the marker: one was created (its id).
-    Created(u64),
-    /// Our comment was updated in place.
-    Updated(u64),
-    /// Our comment already said exactly this.
-    Unchanged(u64),
 }
 
 type Key = (String, String);
@@ -639,142 +500,10 @@ fn comment_body(markdown: &str, limit: usize) -> String {
     cut
 }
 
-/// A backend that keeps what it is given: statuses in order, and comments per pull
-/// request. For tests of the code that posts; it can be told to fail like a forge
-/// outage.
-#[derive(Debug, Clone)]
-pub struct Recorder {
-    inner: Arc<Mutex<RecorderState>>,
-    description_limit: usize,
-    batching: bool,
-}
-
-#[derive(Debug, Default)]
-struct RecorderState {
-    statuses: Vec<CommitStatus>,
-    /// How many statuses each send carried.
-    sends: Vec<usize>,
-    comments: BTreeMap<u64, Vec<(u64, String)>>,
-    next_comment: u64,
-    failing: bool,
-}
-
-impl Default for Recorder {
-    fn default() -> Recorder {
-        Recorder::new(usize::MAX)
-    }
-}
-
-impl Recorder {
-    /// A recorder that cuts descriptions to `description_limit` like a forge would.
-    pub fn new(description_limit: usize) -> Recorder {
-        Recorder {
-            inner: Arc::new(Mutex::new(RecorderState::default())),
-            description_limit,
-            batching: false,
-        }
-    }
-
-    /// The same recorder taking a round of statuses as one unit, like git notes does
-    /// (the writer then retries the round as one).
-    pub fn batching(mut self) -> Recorder {
-        self.batching = true;
-        self
-    }
-
-    /// Every status received, in order.
-    pub fn statuses(&self) -> Vec<CommitStatus> {
-        self.lock().statuses.clone()
-    }
-
-    /// How many statuses each send carried, in order (a failed send is not counted).
-    pub fn sends(&self) -> Vec<usize> {
-        self.lock().sends.clone()
-    }
-
-    /// The comments on pull request `pr`: (id, body), oldest first.
-    pub fn comments(&self, pr: u64) -> Vec<(u64, String)> {
-        self.lock().comments.get(&pr).cloned().unwrap_or_default()
-    }
-
-    /// While `failing`, every status is answered like a forge outage (503).
-    pub fn set_failing(&self, failing: bool) {
-        self.lock().failing = failing;
-    }
-
-    fn lock(&self) -> MutexGuard<'_, RecorderState> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn post_status(&self, status: &CommitStatus) -> Result<(), StatusError> {
-        let mut state = self.lock();
-        if state.failing {
-            return Err(Recorder::outage());
-        }
-        state.statuses.push(status.clone());
-        state.sends.push(1);
-        Ok(())
-    }
-
-    fn post_batch(&self, statuses: &[CommitStatus]) -> Vec<Result<(), StatusError>> {
-        let mut state = self.lock();
-        if state.failing {
-            return statuses.iter().map(|_| Err(Recorder::outage())).collect();
-        }
-        state.statuses.extend_from_slice(statuses);
-        state.sends.push(statuses.len());
-        statuses.iter().map(|_| Ok(())).collect()
-    }
-
-    /// What a failing recorder answers: a forge outage (503).
-    fn outage() -> StatusError {
-        StatusError::Rejected {
-            forge: "recorder",
-            method: "POST",
-            url: "recorder://statuses".to_string(),
-            status: 503,
-            message: "outage".to_string(),
-            retryable: true,
-            retry_after: None,
-        }
-    }
-
-    fn find_comment(&self, pr: u64) -> Option<(u64, String)> {
-        self.lock()
-            .comments
-            .get(&pr)?
-            .iter()
-            .find(|(_, body)| body.contains(PLAN_MARKER))
-            .cloned()
-    }
-
-    fn create_comment(&self, pr: u64, body: &str) -> u64 {
-        let mut state = self.lock();
-        state.next_comment += 1;
-        let id = state.next_comment;
-        state
-            .comments
-            .entry(pr)
-            .or_default()
-            .push((id, body.to_string()));
-        id
-    }
-
-    fn update_comment(&self, pr: u64, id: u64, body: &str) {
-        if let Some(comment) = self
-            .lock()
-            .comments
-            .get_mut(&pr)
-            .and_then(|cs| cs.iter_mut().find(|(cid, _)| *cid == id))
-        {
-            comment.1 = body.to_string();
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::status::Recorder;
 
     const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
 

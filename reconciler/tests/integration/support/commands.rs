@@ -1,10 +1,5 @@
 //! Processes the tests start and files they read, without a cluster: the built
 //! `kubelet-gitops`, a hermetic git CLI, and the repository's own files.
-//!
-//! Self-contained, so that a test that needs nothing of the simulated cluster includes it
-//! alone (`#[path = "support/commands.rs"] mod commands;`); `mod support;` has it as
-//! `support::commands`.
-#![allow(dead_code)] // Each test binary uses part of the module.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -4,9 +4,6 @@
 //! parsed and their plan scripts run, with a stand-in for `docker run` that starts the
 //! binary under test instead of the release image.
 
-#[path = "support/commands.rs"]
-mod commands;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -15,7 +12,9 @@ use kubelet_gitops_core::quantity::Quantity;
 use reconciler::render::{RenderOptions, RenderedRepo, render_repo};
 use serde_json::Value;
 
-use commands::{bin, configmap_name, copy_tree, git, repo_root, success_stdout, text};
+use crate::support::commands::{
+    bin, configmap_name, copy_tree, git, repo_root, success_stdout, text,
+};
 
 /// The pools the example ships, with the number of inventory nodes each one gets.
 const POOLS: [(&str, usize); 3] = [("general", 6), ("gpu", 3), ("high-memory", 3)];

@@ -21,8 +21,6 @@
 //! GitLab's refusal to move a status to the state it already has ("Cannot transition
 //! status via :run from :running", 400) is played too.
 
-#![allow(dead_code)] // Each test binary uses part of the support module.
-
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};

@@ -1,12 +1,9 @@
 //! The file-level commands, run as a user runs them: the built binary on files on disk.
 
-#[path = "support/commands.rs"]
-mod commands;
-
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use commands::{bin, repo_root, text};
+use crate::support::commands::{bin, repo_root, text};
 
 fn examples() -> PathBuf {
     repo_root().join("examples/node")

@@ -1,12 +1,10 @@
 //! The HTTP status backends against a local forge that checks every request against the
-//! documented API (tests/forge_support).
-
-mod forge_support;
+//! documented API ([`crate::forge_support`]).
 
 use std::path::PathBuf;
 use std::time::{Duration, UNIX_EPOCH};
 
-use forge_support::{
+use crate::forge_support::{
     Fault, ForgeServer, GITLAB_PROJECT_ID, GITLAB_PROJECT_PATH, Kind, OWNER, REPO,
 };
 use reconciler::status::{

@@ -13,6 +13,8 @@ use std::time::{Duration, Instant, SystemTime};
 use reconciler::git::open_revision;
 use reconciler::render::{RenderOptions, RenderedRepo, render_repo};
 
+use crate::support::serial;
+
 const DEMO_LIMIT: Duration = Duration::from_secs(300);
 
 fn workspace() -> PathBuf {
@@ -85,6 +87,7 @@ fn run_demo(
     agent: &Path,
     out_dir: &Path,
 ) -> (Option<i32>, String, String, Duration) {
+    let _turn = serial::alone();
     let stdout_file = out_dir.join("stdout");
     let stderr_file = out_dir.join("stderr");
     let started = Instant::now();

@@ -31,162 +31,12 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::controller::state::{AppliedCommit, SyncState};
-use crate::git::{self, GitConfig, GitRepo};
+use super::aggregate::{invalid_commit_status, pool_status, summary_status};
+use super::commit::{CONTEXT, CommitStatus, StatusState};
+use super::config::StatusConfig;
+use super::writer::{Delivery, StatusWriter};
 use crate::metrics::{Metrics, StatusPostResult};
-use crate::review;
-use crate::status::{
-    self, Backend, CONTEXT, CommitStatus, Delivery, GitHub, GitHubConfig, GitLab, GitLabConfig,
-    Gitea, GiteaConfig, Notes, NotesConfig, NotesRemote, StatusError, StatusState, StatusWriter,
-    invalid_commit_status, pool_status, summary_status,
-};
-
-/// Where commit statuses go.
-#[derive(Debug, Clone)]
-pub enum StatusBackendConfig {
-    /// Nowhere.
-    None,
-    /// git notes (`refs/notes/kubelet-gitops`) in the git cache, pushed to the config
-    /// repository with the git source's credentials when it accepts pushes.
-    Notes,
-    /// GitHub or GitHub Enterprise commit statuses.
-    GitHub(GitHubConfig),
-    /// GitLab commit statuses.
-    GitLab(GitLabConfig),
-    /// Gitea or Forgejo commit statuses.
-    Gitea(GiteaConfig),
-    /// A backend built by the caller (tests: a [`status::Recorder`]).
-    Custom(Backend),
-}
-
-impl StatusBackendConfig {
-    /// The backend's name, for logs.
-    pub fn name(&self) -> &'static str {
-        match self {
-            StatusBackendConfig::None => "none",
-            StatusBackendConfig::Notes => "git notes",
-            StatusBackendConfig::GitHub(_) => "GitHub",
-            StatusBackendConfig::GitLab(_) => "GitLab",
-            StatusBackendConfig::Gitea(_) => "Gitea",
-            StatusBackendConfig::Custom(b) => b.name(),
-        }
-    }
-
-    /// The refspecs that fetch this forge's pull-request heads for review: GitHub and
-    /// Gitea keep them under `refs/pull/<n>/head`, GitLab under
-    /// `refs/merge-requests/<n>/head`; for git notes (any host), both.
-    pub fn review_refspecs(&self) -> Vec<String> {
-        let refspecs: &[&str] = match self {
-            StatusBackendConfig::None => &[],
-            StatusBackendConfig::GitHub(_) | StatusBackendConfig::Gitea(_) => {
-                &[review::PULL_REFSPEC]
-            }
-            StatusBackendConfig::GitLab(_) => &[review::MERGE_REQUEST_REFSPEC],
-            StatusBackendConfig::Notes | StatusBackendConfig::Custom(_) => {
-                &[review::PULL_REFSPEC, review::MERGE_REQUEST_REFSPEC]
-            }
-        };
-        refspecs.iter().map(|s| s.to_string()).collect()
-    }
-}
-
-/// Commit statuses and review: the `run` options `--status-backend`, `--forge-*`,
-/// `--status-target-url`, `--review`, `--comment`, `--review-max-age`.
-#[derive(Debug, Clone)]
-pub struct StatusConfig {
-    /// Where statuses go.
-    pub backend: StatusBackendConfig,
-    /// A link shown next to every status (a dashboard).
-    pub target_url: Option<String>,
-    /// Fetch pull-request heads and post a `kubelet-gitops/plan` status on each.
-    pub review: bool,
-    /// Also post the Markdown plan as a pull-request comment, updated in place.
-    pub comment: bool,
-    /// Pull-request heads whose commit is older than this are not reviewed (forges keep
-    /// the heads of closed pull requests forever).
-    pub review_max_age: Duration,
-    /// How each delivery is retried.
-    pub retry: status::RetryPolicy,
-    /// Progress within `pending` is posted at most this often per context.
-    pub progress_interval: Duration,
-    /// How often the outbox is flushed (statuses queued during a forge outage).
-    pub redeliver_interval: Duration,
-    /// At shutdown, how long the last statuses may take to go out.
-    pub shutdown_grace: Duration,
-}
-
-impl Default for StatusConfig {
-    /// git notes, no review, a minute between progress updates.
-    fn default() -> StatusConfig {
-        StatusConfig {
-            backend: StatusBackendConfig::Notes,
-            target_url: None,
-            review: false,
-            comment: false,
-            review_max_age: Duration::from_secs(30 * 24 * 3600),
-            retry: status::RetryPolicy::default(),
-            progress_interval: Duration::from_secs(60),
-            redeliver_interval: Duration::from_secs(30),
-            shutdown_grace: Duration::from_secs(10),
-        }
-    }
-}
-
-impl StatusConfig {
-    /// Whether anything is posted at all.
-    pub fn enabled(&self) -> bool {
-        !matches!(self.backend, StatusBackendConfig::None)
-    }
-}
-
-/// Builds the writer for `config` (`None` for no backend). The git-notes backend writes
-/// in the git cache, which is created here if absent (no network), and pushes to the
-/// config repository with the git source's credentials ([`git::remote_callbacks`]).
-pub(crate) async fn writer(
-    config: &StatusConfig,
-    git: &GitConfig,
-) -> Result<Option<Arc<StatusWriter>>, StatusError> {
-    let backend = match &config.backend {
-        StatusBackendConfig::None => return Ok(None),
-        StatusBackendConfig::GitHub(c) => Backend::GitHub(GitHub::new(c.clone())?),
-        StatusBackendConfig::GitLab(c) => Backend::GitLab(GitLab::new(c.clone())?),
-        StatusBackendConfig::Gitea(c) => Backend::Gitea(Gitea::new(c.clone())?),
-        StatusBackendConfig::Custom(b) => b.clone(),
-        StatusBackendConfig::Notes => {
-            let git = git.clone();
-            let cache = git.cache_dir.clone();
-            let opened = tokio::task::spawn_blocking(move || {
-                // Creates the bare cache if this is the first start; the poller reuses it.
-                GitRepo::open(git.clone()).map(|_| git)
-            })
-            .await
-            .map_err(|e| StatusError::NotesTask {
-                repo: cache.clone(),
-                reason: e.to_string(),
-            })?;
-            let git = opened.map_err(|e| StatusError::Config {
-                forge: "git notes",
-                reason: format!(
-                    "cannot open the git cache {}: {}",
-                    cache.display(),
-                    crate::controller::error_chain(&e)
-                ),
-            })?;
-            let factory_config = git.clone();
-            let remote = NotesRemote::with_callbacks(git.url.clone(), move || {
-                git::remote_callbacks(&factory_config)
-            });
-            Backend::Notes(Notes::new(NotesConfig::new(&cache).with_remote(remote))?)
-        }
-    };
-    tracing::info!(
-        backend = backend.name(),
-        review = config.review,
-        comment = config.comment,
-        "commit statuses enabled"
-    );
-    Ok(Some(Arc::new(StatusWriter::new(backend, config.retry))))
-}
+use crate::state::{AppliedCommit, SyncState};
 
 /// The statuses `state` calls for: per pool on the commit that produced its ConfigMap,
 /// the summary on the applied commit, `error` on a rejected commit. Nothing for a
@@ -436,11 +286,11 @@ pub(crate) fn count_delivery(metrics: &Metrics, delivery: &Delivery) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::state::{RejectedCommit, Role};
     use crate::model::Overlap;
     use crate::render::RepoError;
     use crate::rollout::{NodeFailure, PoolPhase, PoolReport};
-    use crate::status::Recorder;
+    use crate::state::{RejectedCommit, Role};
+    use crate::status::{self, Backend, Recorder, StatusBackendConfig};
     use kubelet_gitops_core::protocol::{ConfigRef, State};
 
     const OLD: &str = "1111111111111111111111111111111111111111";

@@ -2,11 +2,11 @@
 //! repositories in temp dirs and a test double playing the node agents. Safety properties
 //! are checked from the sim's request log, replayed in order.
 
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use crate::support::commands::bin;
+use crate::support::*;
 use kubelet_gitops_core::protocol::{DESIRED_CONFIG, STATE};
 use kubelet_gitops_sim::faults::FaultConfig;
 use kubelet_gitops_sim::inventory::Inventory;
@@ -14,8 +14,6 @@ use kubelet_gitops_sim::resources::kinds;
 use reconciler::controller::{Role, SyncState};
 use reconciler::leader::LeaseConfig;
 use reconciler::rollout::PoolPhase;
-use support::commands::bin;
-use support::*;
 
 /// The pool a node belongs to, from the sim's inventory labels.
 fn pool_lookup(h: &Harness) -> impl Fn(&str) -> Option<String> + use<> {

@@ -2,15 +2,13 @@
 //! unreachable, resumes from the commit the cluster is on: a node that joins a pool gets
 //! that pool's config, and nothing that never went out is rolled out.
 
-mod support;
-
 use std::collections::BTreeSet;
 
+use crate::support::*;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
 use kubelet_gitops_sim::inventory::Inventory;
 use serde_json::json;
-use support::*;
 
 /// Four nodes, two labelled pool a (managed) and two pool b (in no pool of the repo).
 async fn harness_with_pool_a_applied() -> (Harness, String, String) {

@@ -3,9 +3,7 @@
 //! the agent (whose binary is another package's, not built for this crate's tests; `cargo
 //! run` from inside `cargo test` would wait on the build lock it holds).
 //!
-//! Pure parsers over text; the callers run the binary or read the file. Self-contained:
-//! include it with `#[path = "support/options.rs"] mod options;`.
-#![allow(dead_code)] // Each test binary uses part of the module.
+//! Pure parsers over text; the callers run the binary or read the file.
 
 use std::collections::BTreeSet;
 

@@ -1,12 +1,13 @@
 //! Helpers for the reconciler's tests against the simulated cluster: a real git config
 //! repository in a temp dir, a sim without kubelets, a test double that plays the node
 //! agent's side of the protocol, waits with a safety-net limit, and readers of the sim's
-//! request log. [`commands`] (the built binary, the git CLI) needs no sim: tests without
-//! one include it alone, as `#[path = "support/commands.rs"] mod commands;`, and
-//! `options.rs` (the options the binaries declare) the same way.
-#![allow(dead_code)]
+//! request log. [`commands`] (the built binary, the git CLI) and [`options`] (the options
+//! the binaries declare) need no sim; [`serial`] keeps the heaviest tests apart.
+#![allow(dead_code)] // The benchmark includes this module too, and uses part of it.
 
 pub mod commands;
+pub mod options;
+pub mod serial;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -138,12 +139,15 @@ pub struct Harness {
     pub sim: Sim,
     pub repo: ConfigRepo,
     agent: Option<AgentDouble>,
+    /// Released last, when everything above has stopped.
+    _turn: serial::Turn,
 }
 
 impl Harness {
     /// Starts a sim of `inventory` (no kubelets) with namespace [`NS`], the test's
-    /// logging first ([`init_tracing`]).
+    /// logging first ([`init_tracing`]). Waits while a test runs alone ([`serial`]).
     pub async fn start(inventory: Inventory) -> Harness {
+        let turn = serial::shared();
         init_tracing();
         let dir = tempfile::tempdir().unwrap();
         let mut config = SimConfig::new(inventory, dir.path().join("sim"));
@@ -159,6 +163,7 @@ impl Harness {
             sim,
             repo,
             agent: None,
+            _turn: turn,
         }
     }
 

@@ -12,16 +12,11 @@
 //!
 //! Nothing here needs a network or a cluster.
 
-#[path = "support/commands.rs"]
-mod commands;
-#[path = "support/options.rs"]
-mod options;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use commands::{read, repo_root, stdout_of};
-use options::{Opt, agent_options, declares, help_options};
+use crate::support::commands::{read, repo_root, stdout_of};
+use crate::support::options::{Opt, agent_options, declares, help_options};
 
 // ---------------------------------------------------------------------------------------
 // Options declared by the binaries

@@ -15,11 +15,6 @@
 //!
 //! kubectl (1.32 ships kustomize 5.5) is needed; without it each test prints why it skipped.
 
-#[path = "support/commands.rs"]
-mod commands;
-#[path = "support/options.rs"]
-mod options;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -40,8 +35,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use commands::{read, repo_root, stdout_of};
-use options::{agent_options, help_options};
+use crate::support::commands::{read, repo_root, stdout_of};
+use crate::support::options::{agent_options, help_options};
 
 /// The kustomizations under test, relative to the repository root.
 const KUSTOMIZATIONS: [&str; 2] = ["deploy/base", "deploy/overlays/example"];

@@ -1,13 +1,10 @@
 //! The git source against real repositories made with the git CLI in temp dirs.
 
-#[path = "support/commands.rs"]
-mod commands;
-
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use commands::git;
+use crate::support::commands::git;
 use reconciler::git::{
     Backoff, GitAuth, GitConfig, GitError, GitRepo, PollEvent, PollResult, Poller, cached_head,
     first_parent_history, open_revision,

@@ -2,13 +2,10 @@
 //! directories (built with the git CLI), the built binary, a node inventory file, and the
 //! simulated API server for `--kubeconfig`.
 
-#[path = "support/commands.rs"]
-mod commands;
-
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use commands::{bin, configmap_name, copy_tree, git, success_stdout, text};
+use crate::support::commands::{bin, configmap_name, copy_tree, git, success_stdout, text};
 use reconciler::render::{RenderOptions, render_repo};
 
 fn fixture() -> PathBuf {

@@ -1,23 +1,20 @@
 //! Commit statuses and pull-request review end to end: `kubelet-gitops run` against the
-//! simulated cluster (no kubelets; the agent double from tests/support plays the node
+//! simulated cluster (no kubelets; the agent double of [`crate::support`] plays the node
 //! agents), following a real bare git remote over `file://`. With the git-notes backend
 //! the statuses are read back from the remote with the git CLI; with the GitHub backend
-//! from the checking forge server of tests/forge_support. Every wait has a generous
+//! from the checking forge server of [`crate::forge_support`]. Every wait has a generous
 //! limit that only a stuck rollout reaches: none is a speed assertion.
-
-mod forge_support;
-mod support;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use forge_support::{ForgeServer, Kind, OWNER, REPO};
+use crate::forge_support::{ForgeServer, Kind, OWNER, REPO};
+use crate::support::commands::{git, git_command, text};
+use crate::support::*;
 use kubelet_gitops_sim::inventory::Inventory;
 use reconciler::controller::{RunConfig, RunningController, StatusBackendConfig, StatusConfig};
 use reconciler::rollout::PoolPhase;
 use reconciler::status::{GitHubConfig, PLAN_MARKER};
-use support::commands::{git, git_command, text};
-use support::*;
 
 const TOKEN: &str = "forge-t0ken-for-tests";
 

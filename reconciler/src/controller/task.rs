@@ -1,0 +1,525 @@
+//! The controller task: the tasks it runs beside the loop (the Node reflector, leader
+//! election, commit statuses, the poller, review), the loop, and `--once`.
+//!
+//! The loop reconciles at most once per `min_reconcile_interval` and never two at a time;
+//! a trigger during a reconcile schedules the next one instead of being dropped. A failed
+//! reconcile is retried with backoff, and sooner by any trigger.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{Notify, mpsc, watch};
+use tokio::task::{JoinHandle, JoinSet};
+use tokio_util::sync::CancellationToken;
+
+use super::config::RunConfig;
+use super::error::RunError;
+use super::observe::{self, ConfigMapStore, NodeStore};
+use super::reconcile::{Desired, ReconcileError, Reconciler};
+use crate::git::{PollEvent, Poller};
+use crate::leader::{LeaderElector, LeaderStatus};
+use crate::message::error_chain;
+use crate::metrics::{Metrics, ReconcileResult};
+use crate::review::{ReviewConfig, Reviewer};
+use crate::state::{Role, SyncState};
+use crate::status::{StatusReporter, StatusWriter};
+
+/// Decides whether a write may go out now.
+#[derive(Clone)]
+pub(super) struct WriteGate {
+    leader: Option<watch::Receiver<LeaderStatus>>,
+    shutdown: CancellationToken,
+}
+
+impl WriteGate {
+    fn allowed(&self) -> bool {
+        !self.shutdown.is_cancelled() && self.leader.as_ref().is_none_or(|l| l.borrow().leading)
+    }
+}
+
+pub(super) struct Controller {
+    pub(super) config: RunConfig,
+    pub(super) client: kube::Client,
+    /// Where commit statuses and review go (`None`: nowhere).
+    pub(super) writer: Option<Arc<StatusWriter>>,
+    pub(super) metrics: Arc<Metrics>,
+    pub(super) sync: watch::Sender<SyncState>,
+    pub(super) shutdown: CancellationToken,
+    /// Raised by the reflectors when planning could come out differently.
+    pub(super) changed: Arc<Notify>,
+    /// Wakes the poller (the webhook).
+    pub(super) wake: Arc<Notify>,
+}
+
+/// The ConfigMap reflector of the namespace in use.
+pub(super) struct ConfigMaps {
+    namespace: String,
+    store: ConfigMapStore,
+    task: tokio::task::AbortHandle,
+}
+
+/// The loop's memory between events.
+#[derive(Default)]
+pub(super) struct LoopState {
+    /// The commit the poller reported last.
+    pub(super) fetched: Option<String>,
+    /// The commit rendering was last attempted for.
+    pub(super) rendered: Option<String>,
+    /// The last commit that validated.
+    pub(super) desired: Option<Arc<Desired>>,
+    /// The fetched head a resume ([`super::resume`]) was last tried for.
+    pub(super) resume_tried: Option<String>,
+    /// When the next reconcile may start.
+    next_run: Option<Instant>,
+    /// When the last one started.
+    last_start: Option<Instant>,
+    /// Consecutive failed reconciles.
+    failures: u32,
+}
+
+impl LoopState {
+    /// Schedules a reconcile: now, or `min_interval` after the last one started if that
+    /// is later; one scheduled earlier stands.
+    fn trigger(&mut self, min_interval: Duration) {
+        let earliest = self
+            .last_start
+            .map_or_else(Instant::now, |t| (t + min_interval).max(Instant::now()));
+        self.next_run = Some(self.next_run.map_or(earliest, |n| n.min(earliest)));
+    }
+}
+
+/// Sleeps until `at`; forever without one.
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(t) => tokio::time::sleep_until(t.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Whether the leader status changed (false: the elector is gone); never without
+/// leader election.
+async fn leader_changed(leader: Option<&mut watch::Receiver<LeaderStatus>>) -> bool {
+    match leader {
+        Some(rx) => rx.changed().await.is_ok(),
+        None => std::future::pending().await,
+    }
+}
+
+impl Controller {
+    pub(super) fn update(&self, f: impl FnOnce(&mut SyncState)) {
+        self.sync.send_if_modified(|s| {
+            let before = s.clone();
+            f(s);
+            *s != before
+        });
+    }
+
+    pub(super) async fn run(self) -> Result<(), RunError> {
+        let mut tasks = JoinSet::new();
+        let (nodes, node_driver) = observe::node_reflector(
+            self.client.clone(),
+            self.metrics.clone(),
+            self.changed.clone(),
+        );
+        tasks.spawn(node_driver);
+
+        let elector_stop = CancellationToken::new();
+        let (leader_rx, elector) = self.spawn_elector(&elector_stop);
+        let gate = WriteGate {
+            leader: leader_rx.clone(),
+            shutdown: self.shutdown.clone(),
+        };
+
+        // Commit statuses: their own task, reading the state channel; stopped last, so
+        // that it posts the final state.
+        let reporter_stop = CancellationToken::new();
+        let reporter = self.writer.clone().map(|writer| {
+            let reporter = StatusReporter::new(writer, self.metrics.clone(), &self.config.status);
+            tokio::spawn(reporter.run(self.sync.subscribe(), reporter_stop.clone()))
+        });
+
+        let result = if self.config.once {
+            self.run_once(&nodes, &gate, &mut tasks).await
+        } else {
+            self.run_loop(&nodes, &gate, leader_rx, &mut tasks).await
+        };
+
+        tasks.shutdown().await;
+        elector_stop.cancel();
+        if let Some(e) = elector {
+            let _ = e.await;
+        }
+        reporter_stop.cancel();
+        if let Some(r) = reporter {
+            let _ = r.await;
+        }
+        result
+    }
+
+    /// Leader election, when configured: its status channel and its task.
+    fn spawn_elector(
+        &self,
+        stop: &CancellationToken,
+    ) -> (
+        Option<watch::Receiver<LeaderStatus>>,
+        Option<JoinHandle<()>>,
+    ) {
+        let Some(lease) = &self.config.leader else {
+            return (None, None);
+        };
+        let (tx, rx) = watch::channel(LeaderStatus::default());
+        let e = LeaderElector::new(self.client.clone(), lease.clone());
+        let metrics = self.metrics.clone();
+        let stop = stop.clone();
+        let task = tokio::spawn(async move { e.run(tx, &metrics, stop).await });
+        (Some(rx), Some(task))
+    }
+
+    /// The poller in a task of its own: its events, and the pull-request heads of its
+    /// last successful poll (for review).
+    fn spawn_poller(
+        &self,
+        tasks: &mut JoinSet<()>,
+    ) -> (
+        mpsc::Receiver<PollEvent>,
+        watch::Receiver<BTreeMap<String, String>>,
+    ) {
+        let (poll_tx, poll_rx) = mpsc::channel(1);
+        let (heads_tx, heads_rx) = watch::channel(BTreeMap::new());
+        let metrics = self.metrics.clone();
+        let mut poller = Poller::new(
+            self.config.git.clone(),
+            self.config.interval,
+            self.wake.clone(),
+        )
+        .with_backoff(self.config.poll_backoff)
+        .with_observer(move |record| metrics.git_poll(record));
+        tasks.spawn(async move {
+            loop {
+                let event = poller.next().await;
+                if !matches!(event, PollEvent::Unreachable { .. }) {
+                    heads_tx.send_if_modified(|heads| {
+                        let changed = heads != poller.extra_refs();
+                        if changed {
+                            heads.clone_from(poller.extra_refs());
+                        }
+                        changed
+                    });
+                }
+                if poll_tx.send(event).await.is_err() {
+                    break;
+                }
+            }
+        });
+        (poll_rx, heads_rx)
+    }
+
+    /// Review of the pull-request `heads`, in a task of its own, when enabled.
+    fn spawn_reviewer(
+        &self,
+        nodes: &NodeStore,
+        heads: watch::Receiver<BTreeMap<String, String>>,
+        tasks: &mut JoinSet<()>,
+    ) {
+        let Some(writer) = self.writer.clone().filter(|_| self.config.status.review) else {
+            return;
+        };
+        let store = nodes.clone();
+        let reviewer = Reviewer::new(
+            ReviewConfig {
+                cache_dir: self.config.git.cache_dir.clone(),
+                repo_url: self.config.git.url.clone(),
+                branch: self.config.git.branch.clone(),
+                render: self.config.render.clone(),
+                comment: self.config.status.comment,
+                target_url: self.config.status.target_url.clone(),
+                max_age: self.config.status.review_max_age,
+            },
+            writer,
+            self.metrics.clone(),
+            Box::new(move || {
+                store
+                    .state()
+                    .iter()
+                    .map(|m| observe::node_info(m))
+                    .collect()
+            }),
+            self.shutdown.child_token(),
+        );
+        tasks.spawn(reviewer.run(heads, self.sync.subscribe()));
+    }
+
+    /// Waits for a cache's first list (`ready`), or shutdown (false).
+    async fn wait_ready(
+        &self,
+        ready: impl Future<Output = Result<(), kube::runtime::reflector::store::WriterDropped>>,
+        what: &str,
+    ) -> bool {
+        tokio::select! {
+            () = self.shutdown.cancelled() => false,
+            r = ready => {
+                if r.is_err() {
+                    tracing::error!(cache = what, "cache writer dropped before its first sync");
+                }
+                r.is_ok()
+            }
+        }
+    }
+
+    /// The ConfigMap reflector for `namespace`, (re)started when the namespace changes.
+    pub(super) async fn configmaps_for(
+        &self,
+        current: &mut Option<ConfigMaps>,
+        namespace: &str,
+        tasks: &mut JoinSet<()>,
+    ) -> Option<ConfigMapStore> {
+        if let Some(c) = current.as_ref().filter(|c| c.namespace == namespace) {
+            return Some(c.store.clone());
+        }
+        if let Some(old) = current.take() {
+            tracing::info!(from = %old.namespace, to = %namespace, "ConfigMap namespace changed");
+            old.task.abort();
+        }
+        let (store, driver) = observe::configmap_reflector(
+            self.client.clone(),
+            namespace,
+            self.metrics.clone(),
+            self.changed.clone(),
+        );
+        let task = tasks.spawn(driver);
+        *current = Some(ConfigMaps {
+            namespace: namespace.to_string(),
+            store: store.clone(),
+            task,
+        });
+        self.wait_ready(store.wait_until_ready(), "configmaps")
+            .await
+            .then_some(store)
+    }
+
+    fn reconciler(&self, nodes: &NodeStore) -> Reconciler {
+        Reconciler::new(
+            self.client.clone(),
+            self.metrics.clone(),
+            self.config.retry,
+            self.config.write_concurrency,
+            self.config.git.url.clone(),
+            nodes.clone(),
+        )
+    }
+
+    /// Runs one reconcile of `desired` and records the outcome.
+    async fn reconcile_once(
+        &self,
+        reconciler: &mut Reconciler,
+        desired: &Desired,
+        store: &ConfigMapStore,
+        gate: &WriteGate,
+    ) -> Result<(), ReconcileError> {
+        let mut timer = self.metrics.reconcile_timer();
+        let allowed = || gate.allowed();
+        let result = reconciler.reconcile(desired, store, &allowed).await;
+        match &result {
+            Ok(outcome) => {
+                timer.set_result(if outcome.wrote {
+                    ReconcileResult::Ok
+                } else {
+                    ReconcileResult::Skipped
+                });
+                let wrote = outcome.wrote;
+                self.update(|s| {
+                    if wrote {
+                        s.applied = Some(desired.applied(outcome.sources.clone()));
+                        s.ready = true;
+                    }
+                    s.last_error = None;
+                    s.pools = outcome.plan.pools.clone();
+                    s.overlaps = outcome.plan.overlaps.clone();
+                });
+                if outcome.node_writes > 0
+                    || !outcome.created.is_empty()
+                    || !outcome.deleted.is_empty()
+                {
+                    tracing::debug!(
+                        node_writes = outcome.node_writes,
+                        created = outcome.created.len(),
+                        deleted = outcome.deleted.len(),
+                        "reconciled"
+                    );
+                }
+            }
+            Err(e) => {
+                let error = error_chain(e);
+                tracing::error!(commit = %desired.commit, %error, "reconcile failed; retrying with backoff");
+                self.update(|s| s.last_error = Some(error));
+            }
+        }
+        result.map(|_| ())
+    }
+
+    async fn run_loop(
+        &self,
+        nodes: &NodeStore,
+        gate: &WriteGate,
+        mut leader_rx: Option<watch::Receiver<LeaderStatus>>,
+        tasks: &mut JoinSet<()>,
+    ) -> Result<(), RunError> {
+        let (mut polls, heads) = self.spawn_poller(tasks);
+        self.spawn_reviewer(nodes, heads, tasks);
+        if !self.wait_ready(nodes.wait_until_ready(), "nodes").await {
+            return Ok(());
+        }
+        tracing::info!(nodes = nodes.len(), "node cache synced");
+
+        let mut reconciler = self.reconciler(nodes);
+        let mut configmaps: Option<ConfigMaps> = None;
+        let mut st = LoopState::default();
+        let min_interval = self.config.min_reconcile_interval;
+        loop {
+            let leader_changed = leader_changed(leader_rx.as_mut());
+            let due = sleep_until(st.next_run);
+            tokio::select! {
+                biased;
+                () = self.shutdown.cancelled() => break,
+                event = polls.recv() => {
+                    let Some(event) = event else { break };
+                    self.on_poll_event(event, &mut st, &mut configmaps, tasks).await;
+                    st.trigger(min_interval);
+                }
+                true = leader_changed => {
+                    self.on_leader_change(leader_rx.as_ref());
+                    st.trigger(min_interval);
+                }
+                () = self.changed.notified() => st.trigger(min_interval),
+                () = due => {
+                    let stopping = !self
+                        .reconcile_due(&mut reconciler, &mut st, &mut configmaps, gate, tasks)
+                        .await;
+                    if stopping {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Records this replica's new role. A follower is ready when it can follow the lease.
+    fn on_leader_change(&self, leader: Option<&watch::Receiver<LeaderStatus>>) {
+        let status = leader.map(|rx| rx.borrow().clone()).unwrap_or_default();
+        let role = if status.leading {
+            Role::Leader
+        } else {
+            Role::Follower
+        };
+        self.update(|s| {
+            s.role = role;
+            if !status.leading {
+                s.ready = status.lease_reachable;
+            }
+        });
+    }
+
+    /// The scheduled reconcile of the desired state, if there is one yet; a failure
+    /// schedules the next with backoff. False when shutting down.
+    async fn reconcile_due(
+        &self,
+        reconciler: &mut Reconciler,
+        st: &mut LoopState,
+        configmaps: &mut Option<ConfigMaps>,
+        gate: &WriteGate,
+        tasks: &mut JoinSet<()>,
+    ) -> bool {
+        st.next_run = None;
+        let Some(desired) = st.desired.clone() else {
+            return true;
+        };
+        let Some(store) = self
+            .configmaps_for(configmaps, &desired.namespace, tasks)
+            .await
+        else {
+            return false;
+        };
+        st.last_start = Some(Instant::now());
+        match self
+            .reconcile_once(reconciler, &desired, &store, gate)
+            .await
+        {
+            Ok(()) => st.failures = 0,
+            Err(_) => {
+                st.failures = st.failures.saturating_add(1);
+                let (first, max) = self.config.failure_backoff;
+                let wait = first
+                    .saturating_mul(1 << st.failures.saturating_sub(1).min(16))
+                    .min(max);
+                st.next_run = Some(Instant::now() + wait);
+            }
+        }
+        true
+    }
+
+    async fn run_once(
+        &self,
+        nodes: &NodeStore,
+        gate: &WriteGate,
+        tasks: &mut JoinSet<()>,
+    ) -> Result<(), RunError> {
+        let metrics = self.metrics.clone();
+        let mut poller = Poller::new(
+            self.config.git.clone(),
+            self.config.interval,
+            self.wake.clone(),
+        )
+        .with_observer(move |record| metrics.git_poll(record));
+        let commit = match poller.poll_now().await {
+            PollEvent::NewCommit { id, .. } => id,
+            PollEvent::Unchanged => match poller.last_good() {
+                Some(id) => id.to_string(),
+                None => return Ok(()),
+            },
+            PollEvent::Unreachable { error, .. } => {
+                return Err(RunError::Git {
+                    url: crate::publish::redact_url(&self.config.git.url),
+                    branch: self.config.git.branch.clone(),
+                    source: Box::new(error),
+                });
+            }
+        };
+        let mut st = LoopState {
+            fetched: Some(commit.clone()),
+            ..LoopState::default()
+        };
+        self.update(|s| s.fetched = Some(commit.clone()));
+        self.render_fetched(&mut st).await;
+        let Some(desired) = st.desired else {
+            let count = self
+                .sync
+                .borrow()
+                .rejected
+                .as_ref()
+                .map_or(0, |r| r.errors.len());
+            if count == 0 {
+                return Err(RunError::CommitUnreadable {
+                    commit,
+                    cache: self.config.git.cache_dir.clone(),
+                });
+            }
+            return Err(RunError::Invalid { commit, count });
+        };
+        if !self.wait_ready(nodes.wait_until_ready(), "nodes").await {
+            return Ok(());
+        }
+        let mut configmaps = None;
+        let Some(store) = self
+            .configmaps_for(&mut configmaps, &desired.namespace, tasks)
+            .await
+        else {
+            return Ok(());
+        };
+        let mut reconciler = self.reconciler(nodes);
+        self.reconcile_once(&mut reconciler, &desired, &store, gate)
+            .await
+            .map_err(|e| RunError::Reconcile(Box::new(e)))
+    }
+}

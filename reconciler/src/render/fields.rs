@@ -1,0 +1,41 @@
+//! Field paths and values of a decoded document: a path joined under a prefix, one path
+//! within another, and a merge patch without the `null`s that remove fields.
+
+use kubelet_gitops_core::decode::join_key;
+use serde_json::Value;
+
+/// `prefix` followed by a relative field path (`[0].key` or `key.sub`).
+pub(super) fn join_path(prefix: &str, rel: &str) -> String {
+    if prefix.is_empty() {
+        rel.to_string()
+    } else if rel.starts_with('[') {
+        format!("{prefix}{rel}")
+    } else {
+        join_key(prefix, rel)
+    }
+}
+
+/// Whether the field path `path` is `ancestor` or lies under it
+/// (`featureGates.CPUManager` is within `featureGates`; `kubeReservedCgroup` is not
+/// within `kubeReserved`).
+pub fn is_within(path: &str, ancestor: &str) -> bool {
+    path == ancestor
+        || path
+            .strip_prefix(ancestor)
+            .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
+}
+
+/// `value` without the object members that are `null` (in nested objects too, not in
+/// lists): in a JSON merge patch they remove the field, so they are not values to check.
+pub(super) fn without_nulls(value: &Value) -> Value {
+    match value {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k.clone(), without_nulls(v)))
+                .collect(),
+        ),
+        // Lists are replaced whole, not patched: a null inside one is a value.
+        other => other.clone(),
+    }
+}

@@ -1,0 +1,165 @@
+//! Where commit statuses go and how they are posted: the `run` options, and the
+//! [`StatusWriter`] built from them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::backend::Backend;
+use super::error::StatusError;
+use super::forge::{GitHub, GitHubConfig, Gitea, GiteaConfig};
+use super::gitlab::{GitLab, GitLabConfig};
+use super::notes::{Notes, NotesConfig, NotesRemote};
+use super::retry::RetryPolicy;
+use super::writer::StatusWriter;
+use crate::git::{self, GitConfig, GitRepo};
+use crate::message::error_chain;
+
+/// Fetches GitHub's and Gitea's pull-request heads into the cache, under the same names.
+pub const PULL_REFSPEC: &str = "+refs/pull/*/head:refs/pull/*/head";
+/// Fetches GitLab's merge-request heads into the cache, under the same names.
+pub const MERGE_REQUEST_REFSPEC: &str = "+refs/merge-requests/*/head:refs/merge-requests/*/head";
+
+/// Where commit statuses go.
+#[derive(Debug, Clone)]
+pub enum StatusBackendConfig {
+    /// Nowhere.
+    None,
+    /// git notes (`refs/notes/kubelet-gitops`) in the git cache, pushed to the config
+    /// repository with the git source's credentials when it accepts pushes.
+    Notes,
+    /// GitHub or GitHub Enterprise commit statuses.
+    GitHub(GitHubConfig),
+    /// GitLab commit statuses.
+    GitLab(GitLabConfig),
+    /// Gitea or Forgejo commit statuses.
+    Gitea(GiteaConfig),
+    /// A backend built by the caller (tests: a [`Recorder`](super::Recorder)).
+    Custom(Backend),
+}
+
+impl StatusBackendConfig {
+    /// The backend's name, for logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            StatusBackendConfig::None => "none",
+            StatusBackendConfig::Notes => "git notes",
+            StatusBackendConfig::GitHub(_) => "GitHub",
+            StatusBackendConfig::GitLab(_) => "GitLab",
+            StatusBackendConfig::Gitea(_) => "Gitea",
+            StatusBackendConfig::Custom(b) => b.name(),
+        }
+    }
+
+    /// The refspecs that fetch this forge's pull-request heads for review: GitHub and
+    /// Gitea keep them under `refs/pull/<n>/head`, GitLab under
+    /// `refs/merge-requests/<n>/head`; for git notes (any host), both.
+    pub fn review_refspecs(&self) -> Vec<String> {
+        let refspecs: &[&str] = match self {
+            StatusBackendConfig::None => &[],
+            StatusBackendConfig::GitHub(_) | StatusBackendConfig::Gitea(_) => &[PULL_REFSPEC],
+            StatusBackendConfig::GitLab(_) => &[MERGE_REQUEST_REFSPEC],
+            StatusBackendConfig::Notes | StatusBackendConfig::Custom(_) => {
+                &[PULL_REFSPEC, MERGE_REQUEST_REFSPEC]
+            }
+        };
+        refspecs.iter().map(|s| s.to_string()).collect()
+    }
+}
+
+/// Commit statuses and review: the `run` options `--status-backend`, `--forge-*`,
+/// `--status-target-url`, `--review`, `--comment`, `--review-max-age`.
+#[derive(Debug, Clone)]
+pub struct StatusConfig {
+    /// Where statuses go.
+    pub backend: StatusBackendConfig,
+    /// A link shown next to every status (a dashboard).
+    pub target_url: Option<String>,
+    /// Fetch pull-request heads and post a `kubelet-gitops/plan` status on each.
+    pub review: bool,
+    /// Also post the Markdown plan as a pull-request comment, updated in place.
+    pub comment: bool,
+    /// Pull-request heads whose commit is older than this are not reviewed (forges keep
+    /// the heads of closed pull requests forever).
+    pub review_max_age: Duration,
+    /// How each delivery is retried.
+    pub retry: RetryPolicy,
+    /// Progress within `pending` is posted at most this often per context.
+    pub progress_interval: Duration,
+    /// How often the outbox is flushed (statuses queued during a forge outage).
+    pub redeliver_interval: Duration,
+    /// At shutdown, how long the last statuses may take to go out.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for StatusConfig {
+    /// git notes, no review, a minute between progress updates.
+    fn default() -> StatusConfig {
+        StatusConfig {
+            backend: StatusBackendConfig::Notes,
+            target_url: None,
+            review: false,
+            comment: false,
+            review_max_age: Duration::from_secs(30 * 24 * 3600),
+            retry: RetryPolicy::default(),
+            progress_interval: Duration::from_secs(60),
+            redeliver_interval: Duration::from_secs(30),
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+impl StatusConfig {
+    /// Whether anything is posted at all.
+    pub fn enabled(&self) -> bool {
+        !matches!(self.backend, StatusBackendConfig::None)
+    }
+
+    /// The writer statuses go through (`None` for no backend). The git-notes backend
+    /// writes in the git cache, which is created here if absent (no network), and pushes to
+    /// the config repository with the git source's credentials ([`git::remote_callbacks`]).
+    pub(crate) async fn writer(
+        &self,
+        git: &GitConfig,
+    ) -> Result<Option<Arc<StatusWriter>>, StatusError> {
+        let backend = match &self.backend {
+            StatusBackendConfig::None => return Ok(None),
+            StatusBackendConfig::GitHub(c) => Backend::GitHub(GitHub::new(c.clone())?),
+            StatusBackendConfig::GitLab(c) => Backend::GitLab(GitLab::new(c.clone())?),
+            StatusBackendConfig::Gitea(c) => Backend::Gitea(Gitea::new(c.clone())?),
+            StatusBackendConfig::Custom(b) => b.clone(),
+            StatusBackendConfig::Notes => {
+                let git = git.clone();
+                let cache = git.cache_dir.clone();
+                let opened = tokio::task::spawn_blocking(move || {
+                    // Creates the bare cache if this is the first start; the poller reuses it.
+                    GitRepo::open(git.clone()).map(|_| git)
+                })
+                .await
+                .map_err(|e| StatusError::NotesTask {
+                    repo: cache.clone(),
+                    reason: e.to_string(),
+                })?;
+                let git = opened.map_err(|e| StatusError::Config {
+                    forge: "git notes",
+                    reason: format!(
+                        "cannot open the git cache {}: {}",
+                        cache.display(),
+                        error_chain(&e)
+                    ),
+                })?;
+                let factory_config = git.clone();
+                let remote = NotesRemote::with_callbacks(git.url.clone(), move || {
+                    git::remote_callbacks(&factory_config)
+                });
+                Backend::Notes(Notes::new(NotesConfig::new(&cache).with_remote(remote))?)
+            }
+        };
+        tracing::info!(
+            backend = backend.name(),
+            review = self.review,
+            comment = self.comment,
+            "commit statuses enabled"
+        );
+        Ok(Some(Arc::new(StatusWriter::new(backend, self.retry))))
+    }
+}

@@ -1,0 +1,73 @@
+//! Forge tokens, read from a file at each request (a rotated Secret is picked up without
+//! a restart) and never logged.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use super::error::StatusError;
+
+/// A secret read from a file. `Debug` prints `Secret(<redacted>)`; there is no
+/// `Display`, so it cannot end up in a log line or an error message by accident.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Reads the secret in `path`, without trailing whitespace (a newline from `echo`).
+    pub fn from_file(path: &Path, forge: &'static str) -> Result<Secret, StatusError> {
+        let text = std::fs::read_to_string(path).map_err(|source| StatusError::TokenFile {
+            forge,
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let token = text.trim_end();
+        if token.is_empty() {
+            return Err(StatusError::EmptyToken {
+                forge,
+                path: path.to_path_buf(),
+            });
+        }
+        Ok(Secret(token.to_string()))
+    }
+
+    /// The secret itself, for building a request header.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// Where a forge token lives. The file is read at each request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenFile(pub PathBuf);
+
+impl TokenFile {
+    /// Reads the token now.
+    pub fn read(&self, forge: &'static str) -> Result<Secret, StatusError> {
+        Secret::from_file(&self.0, forge)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_redacted_and_trimmed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        std::fs::write(&path, "ghp_supersecret\n").unwrap();
+        let secret = Secret::from_file(&path, "GitHub").unwrap();
+        assert_eq!(secret.expose(), "ghp_supersecret");
+        assert_eq!(format!("{secret:?}"), "Secret(<redacted>)");
+        std::fs::write(&path, "  \n").unwrap();
+        let err = Secret::from_file(&path, "GitHub").unwrap_err();
+        assert!(err.to_string().contains("empty"), "{err}");
+        let missing = Secret::from_file(&dir.path().join("nope"), "GitHub").unwrap_err();
+        assert!(missing.to_string().contains("nope"), "{missing}");
+    }
+}
