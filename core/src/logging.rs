@@ -34,7 +34,7 @@ pub enum LogOutput {
 #[derive(Debug, thiserror::Error)]
 pub enum LoggingError {
     /// The filter does not parse.
-    #[error("invalid log filter {filter:?}: {source}")]
+    #[error("invalid --log filter {filter:?}: {source}")]
     Filter {
         filter: String,
         #[source]
@@ -108,7 +108,7 @@ mod tests {
     fn a_bad_filter_is_named() {
         let err = init(LogFormat::Text, "=[", LogOutput::Test).unwrap_err();
         assert!(
-            err.to_string().starts_with("invalid log filter \"=[\""),
+            err.to_string().starts_with("invalid --log filter \"=[\""),
             "{err}"
         );
     }

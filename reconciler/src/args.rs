@@ -50,15 +50,7 @@ impl StatusBackendKind {
     }
 }
 
-/// How log lines are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
-pub enum LogFormat {
-    /// Human-readable lines with `key=value` fields.
-    #[default]
-    Text,
-    /// One JSON object per line (for log collectors).
-    Json,
-}
+pub use kubelet_gitops_core::logging::LogFormat;
 
 /// `kubelet-gitops run`: follow a branch and roll its kubelet configs out to the nodes.
 #[derive(Debug, Clone, Args)]

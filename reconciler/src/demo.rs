@@ -266,7 +266,7 @@ impl Demo {
         if let Some(c) = self.controller.take()
             && let Err(e) = c.stop().await
         {
-            tracing::warn!(error = %crate::message::error_chain(&e), "reconciler stopped with an error");
+            tracing::warn!(error = %kubelet_gitops_core::message::error_chain(&e), "reconciler stopped with an error");
         }
         if let Some(sim) = self.sim.take() {
             sim.shutdown().await;

@@ -33,9 +33,9 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{error_code, jitter};
-use crate::message::error_chain;
 use crate::metrics::Metrics;
 use crate::publish::FIELD_MANAGER;
+use kubelet_gitops_core::message::error_chain;
 
 /// Where the Lease is and how it is held.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -16,7 +16,6 @@ pub mod demo;
 pub mod gc;
 pub mod git;
 pub mod leader;
-pub mod message;
 pub mod metrics;
 pub mod model;
 pub mod plan;

@@ -34,13 +34,13 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::git::{CommitSource, GitError};
-use crate::message::error_chain;
 use crate::metrics::{Metrics, ReviewResult};
 use crate::model::NodeInfo;
 use crate::plan;
 use crate::render::{RenderOptions, RenderedRepo, RepoError, render_repo};
 use crate::state::SyncState;
 use crate::status::{CommitStatus, PLAN_CONTEXT, StatusState, StatusWriter, count_delivery};
+use kubelet_gitops_core::message::error_chain;
 
 /// The pull- or merge-request number of a head ref: `refs/pull/7/head` and
 /// `refs/merge-requests/7/head` are 7. Any other ref is not a request head.

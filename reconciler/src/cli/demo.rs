@@ -6,10 +6,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use tracing_subscriber::EnvFilter;
+use kubelet_gitops_core::logging::{self, LogFormat, LogOutput};
 
 use crate::demo::{Demo, DemoOptions, Speed};
-use crate::message::error_chain;
+use kubelet_gitops_core::message::error_chain;
 
 /// `kubelet-gitops demo` options.
 #[derive(Debug, Args)]
@@ -43,14 +43,8 @@ pub struct DemoArgs {
 
 /// Logs of the in-process reconciler and sim go to `file`, not to the terminal.
 fn init_logging(file: &std::path::Path, filter: &str) -> Result<(), String> {
-    let filter = EnvFilter::try_new(filter).map_err(|e| format!("--log {filter:?}: {e}"))?;
     let out = std::fs::File::create(file).map_err(|e| format!("{}: {e}", file.display()))?;
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(false)
-        .with_writer(std::sync::Mutex::new(out))
-        .try_init()
-        .map_err(|e| format!("cannot install the logger: {e}"))
+    logging::init(LogFormat::Text, filter, LogOutput::File(out)).map_err(|e| e.to_string())
 }
 
 /// Runs the demo. Exit codes: 0 it ran through; 1 a step failed or took too long; 2 this

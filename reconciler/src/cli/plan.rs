@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
-use kubelet_gitops_sim::inventory::Inventory;
+use kubelet_gitops_core::inventory::Inventory;
 
 use super::inputs::Failure;
 use crate::git::{self, CommitSource};
@@ -187,7 +187,7 @@ fn inventory_nodes(path: &Path) -> Result<Vec<NodeInfo>, Failure> {
         .iter()
         .map(|n| NodeInfo {
             name: n.name.clone(),
-            labels: kubelet_gitops_sim::kubelet::node_labels(n),
+            labels: n.registered_labels(),
             kubelet_flags: n.kubelet_flags.clone(),
             ..NodeInfo::default()
         })

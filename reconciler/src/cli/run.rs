@@ -3,33 +3,11 @@
 
 use std::process::ExitCode;
 
-use tracing_subscriber::EnvFilter;
+use kubelet_gitops_core::logging::{self, LogOutput};
 
-use crate::args::{LogFormat, RunArgs};
+use crate::args::RunArgs;
 use crate::controller;
-use crate::message::error_chain;
-
-/// Installs the global tracing subscriber: `filter` (EnvFilter syntax) in `format`.
-fn init_logging(format: LogFormat, filter: &str) -> Result<(), String> {
-    let filter = EnvFilter::try_new(filter).map_err(|e| format!("--log {filter:?}: {e}"))?;
-    // Colours only for a person at a terminal: `kubectl logs` and log shippers get plain
-    // text (tracing-subscriber colours whenever NO_COLOR is unset).
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
-        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(ansi)
-        .with_writer(std::io::stderr);
-    let installed = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder
-            .json()
-            .flatten_event(true)
-            .with_current_span(true)
-            .try_init(),
-    };
-    installed.map_err(|e| format!("cannot install the logger: {e}"))
-}
+use kubelet_gitops_core::message::error_chain;
 
 /// Waits for SIGTERM (what Kubernetes sends) or Ctrl-C.
 async fn terminated() {
@@ -58,8 +36,8 @@ async fn terminated() {
 /// success; 1 the commit does not validate (`--once`); 2 usage, configuration, git or API
 /// failures.
 pub fn run(args: RunArgs) -> ExitCode {
-    if let Err(msg) = init_logging(args.log_format, &args.log) {
-        eprintln!("error: {msg}");
+    if let Err(e) = logging::init(args.log_format, &args.log, LogOutput::Stderr) {
+        eprintln!("error: {e}");
         return ExitCode::from(2);
     }
     let config = match args.into_config() {

@@ -10,9 +10,9 @@ use tokio::task::JoinSet;
 use super::reconcile::Desired;
 use super::task::{ConfigMaps, Controller, LoopState};
 use crate::git::{CommitSource, PollEvent};
-use crate::message::error_chain;
 use crate::render::{RepoError, render_repo};
 use crate::state::RejectedCommit;
+use kubelet_gitops_core::message::error_chain;
 
 /// Why a fetched commit did not become the desired state.
 pub(super) enum RenderFailure {

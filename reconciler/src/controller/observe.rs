@@ -151,7 +151,7 @@ async fn drive<K, S>(
                     "watch"
                 };
                 metrics.api_error(verb, resource, code);
-                tracing::warn!(resource, error = %crate::message::error_chain(&e), "watch failed; retrying with backoff");
+                tracing::warn!(resource, error = %kubelet_gitops_core::message::error_chain(&e), "watch failed; retrying with backoff");
             }
         }
     }

@@ -354,7 +354,7 @@ impl Reconciler {
                 // Not fatal: the next round tries again.
                 Err(e) => tracing::warn!(
                     configmap = %name,
-                    error = %crate::message::error_chain(&e),
+                    error = %kubelet_gitops_core::message::error_chain(&e),
                     "garbage collection failed; will retry"
                 ),
             }
@@ -470,7 +470,7 @@ impl Reconciler {
                 Some(Err(e)) => {
                     tracing::warn!(
                         node = %action.node,
-                        error = %crate::message::error_chain(&e),
+                        error = %kubelet_gitops_core::message::error_chain(&e),
                         "node write failed"
                     );
                     failures.push((action.node.clone(), e));

@@ -26,7 +26,7 @@ use tokio::task::JoinSet;
 use super::commits::RenderFailure;
 use super::task::{ConfigMaps, Controller, LoopState};
 use crate::git;
-use crate::message::error_chain;
+use kubelet_gitops_core::message::error_chain;
 
 /// How many first-parent ancestors of an invalid head are looked at.
 pub(crate) const RESUME_DEPTH: usize = 100;

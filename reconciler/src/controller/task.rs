@@ -19,11 +19,11 @@ use super::observe::{self, ConfigMapStore, NodeStore};
 use super::reconcile::{Desired, ReconcileError, Reconciler};
 use crate::git::{PollEvent, Poller};
 use crate::leader::{LeaderElector, LeaderStatus};
-use crate::message::error_chain;
 use crate::metrics::{Metrics, ReconcileResult};
 use crate::review::{ReviewConfig, Reviewer};
 use crate::state::{Role, SyncState};
 use crate::status::{StatusReporter, StatusWriter};
+use kubelet_gitops_core::message::error_chain;
 
 /// Decides whether a write may go out now.
 #[derive(Clone)]

@@ -5,8 +5,8 @@
 //! first one only.
 
 use kubelet_gitops_core::decode::{self, SourceMap, join_index, join_key};
+use kubelet_gitops_core::names::{Wording, label_key_errors, label_value_errors};
 use kubelet_gitops_core::types::{self as kubelet_types, KubeletConfiguration};
-use kubelet_gitops_sim::inventory::{label_key_errors, label_value_errors};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::Value;
@@ -252,16 +252,16 @@ fn check_selector(path: &str, map: &SourceMap, sel: &LabelSelector, errors: &mut
     }
     for (k, v) in &sel.match_labels {
         let field = join_key(&join_key(PREFIX, "matchLabels"), k);
-        for m in label_key_errors(k) {
+        for m in label_key_errors(k, Wording::Validation) {
             fail(field.clone(), format!("invalid label key {k:?}: {m}"));
         }
-        for m in label_value_errors(v) {
+        for m in label_value_errors(v, Wording::Validation) {
             fail(field.clone(), format!("invalid label value {v:?}: {m}"));
         }
     }
     for (i, r) in sel.match_expressions.iter().enumerate() {
         let at = join_index(&join_key(PREFIX, "matchExpressions"), i);
-        for m in label_key_errors(&r.key) {
+        for m in label_key_errors(&r.key, Wording::Validation) {
             fail(
                 join_key(&at, "key"),
                 format!("invalid label key {:?}: {m}", r.key),
@@ -269,7 +269,7 @@ fn check_selector(path: &str, map: &SourceMap, sel: &LabelSelector, errors: &mut
         }
         if matches!(r.operator, Operator::In | Operator::NotIn) {
             for (j, v) in r.values.iter().enumerate() {
-                for m in label_value_errors(v) {
+                for m in label_value_errors(v, Wording::Validation) {
                     fail(
                         join_index(&join_key(&at, "values"), j),
                         format!("invalid label value {v:?}: {m}"),

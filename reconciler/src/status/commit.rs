@@ -1,6 +1,7 @@
 //! A commit status in our terms, before a backend maps it onto its forge: the contexts
 //! we post under, our states, and how a description is cut to a forge's limit.
 
+use kubelet_gitops_core::message::{self, Limit};
 use std::fmt;
 
 /// The context of the summary status, and the prefix of every pool's context.
@@ -99,21 +100,10 @@ impl CommitStatus {
     }
 }
 
-/// Cuts `text` to at most `limit` characters (Unicode scalar values, which is what the
-/// forges count), ending with `…` when it was cut. Never splits a character.
+/// `text` cut to the `limit` a forge puts on a description: characters (Unicode scalar
+/// values, which is what the forges count), ending with `…` when it was cut.
 pub fn truncate_description(text: &str, limit: usize) -> String {
-    if text.chars().count() <= limit {
-        return text.to_string();
-    }
-    if limit == 0 {
-        return String::new();
-    }
-    let mut out: String = text.chars().take(limit - 1).collect();
-    // Do not leave a dangling space before the ellipsis.
-    let trimmed = out.trim_end().len();
-    out.truncate(trimmed);
-    out.push('…');
-    out
+    message::truncate(text, Limit::Chars(limit), "…")
 }
 
 /// A full commit id: 40 (SHA-1) or 64 (SHA-256) hex digits.

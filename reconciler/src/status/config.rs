@@ -12,7 +12,7 @@ use super::notes::{Notes, NotesConfig, NotesRemote};
 use super::retry::RetryPolicy;
 use super::writer::StatusWriter;
 use crate::git::{self, GitConfig, GitRepo};
-use crate::message::error_chain;
+use kubelet_gitops_core::message::error_chain;
 
 /// Fetches GitHub's and Gitea's pull-request heads into the cache, under the same names.
 pub const PULL_REFSPEC: &str = "+refs/pull/*/head:refs/pull/*/head";

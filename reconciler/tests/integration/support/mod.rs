@@ -717,12 +717,7 @@ pub fn replay(entries: &[LogEntry], pool_of: &dyn Fn(&str) -> Option<String>) ->
 
 /// Logs to the test's output, filtered by `RUST_LOG` (default: warnings).
 pub fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_test_writer()
-        .try_init();
+    kubelet_gitops_core::logging::init_for_tests();
 }
 
 /// `GET path` on the admin port: (status, body).
