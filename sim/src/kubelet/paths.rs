@@ -134,15 +134,15 @@ impl KubeletPaths {
         Ok(args)
     }
 
-    /// Lays out the node's root for `node`: directories, `config.yaml`, the drop-in
-    /// directory, `kubeadm-flags.env`, `proc/sys/kernel/pid_max` (this host's value, or
-    /// [`DEFAULT_PID_MAX`] when it cannot be read), `proc/swaps` without swap, what
-    /// kubelet configs name on a kubeadm host (the cluster CA placeholder,
-    /// `etc/kubernetes/manifests`, both resolv.conf files), containerd's socket
-    /// directory, and a cgroup tree with `system.slice` and `user.slice` (as systemd
-    /// creates them; `kube.slice` and the like are left to whoever enforces them). Files
-    /// that exist are kept, so a node keeps its disk across sim restarts. The socket
-    /// itself is made by the stand-in ([`KubeletHandle::spawn`]).
+    /// Lays out the node's root for `node`: directories, `config.yaml`, the drop-in directory,
+    /// `kubeadm-flags.env`, `proc/sys/kernel/pid_max` (this host's value, or
+    /// [`DEFAULT_PID_MAX`](super::DEFAULT_PID_MAX) when it cannot be read), `proc/swaps`
+    /// without swap, what kubelet configs name on a kubeadm host (the cluster CA placeholder,
+    /// `etc/kubernetes/manifests`, both resolv.conf files), containerd's socket directory, and
+    /// a cgroup tree with `system.slice` and `user.slice` (as systemd creates them;
+    /// `kube.slice` and the like are left to whoever enforces them). Files that exist are kept,
+    /// so a node keeps its disk across sim restarts. The socket itself is made by the stand-in
+    /// ([`KubeletHandle::spawn`](super::KubeletHandle::spawn)).
     pub fn prepare(&self, node: &InventoryNode, cgroup_v2: bool) -> Result<(), String> {
         let io = |what: &Path, e: std::io::Error| format!("{}: {e}", what.display());
         let host_dirs: Vec<PathBuf> = HOST_DIRS.iter().map(|d| host_path(&self.root, d)).collect();
