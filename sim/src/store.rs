@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use rand::{Rng as _, SeedableRng as _};
+use rand::SeedableRng as _;
 use serde_json::{Value, json};
 
 use crate::error::ApiError;
@@ -214,34 +214,6 @@ impl Store {
 
     fn write(&self) -> RwLockWriteGuard<'_, State> {
         self.inner.state.write().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn uuid(&self) -> String {
-        let mut rng = self.inner.rng.lock().unwrap_or_else(|e| e.into_inner());
-        let hi = rng.next_u64();
-        let lo = rng.next_u64();
-        let mut b = [0u8; 16];
-        b[..8].copy_from_slice(&hi.to_be_bytes());
-        b[8..].copy_from_slice(&lo.to_be_bytes());
-        b[6] = (b[6] & 0x0f) | 0x40;
-        b[8] = (b[8] & 0x3f) | 0x80;
-        let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-        format!(
-            "{}-{}-{}-{}-{}",
-            &h[0..8],
-            &h[8..12],
-            &h[12..16],
-            &h[16..20],
-            &h[20..32]
-        )
-    }
-
-    fn generate_suffix(&self) -> String {
-        const ALPHANUMS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-        let mut rng = self.inner.rng.lock().unwrap_or_else(|e| e.into_inner());
-        (0..5)
-            .map(|_| ALPHANUMS[(rng.next_u32() as usize) % ALPHANUMS.len()] as char)
-            .collect()
     }
 
     /// The store's current resourceVersion.

@@ -1,5 +1,5 @@
 //! A stand-in kubelet as its own process (`kubelet-gitops-sim kubelet`): the API server
-//! over HTTP, signals as systemd sends them, its state on stdout.
+//! over HTTP, SIGHUP to restart it, SIGTERM or SIGINT to end it, its state on stdout.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

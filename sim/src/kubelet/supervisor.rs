@@ -1,7 +1,7 @@
 //! What a stand-in kubelet does, as one task per node: start (the checks in `startup`),
 //! serve and post status and Lease while running, and while down post NotReady after
-//! the delay and start again as systemd's `Restart=always` does. Commands from the
-//! handle interrupt any phase.
+//! the delay and start again as systemd's `Restart=always` does. The handle's commands
+//! (restart, stop, shutdown) are taken while it runs and while it is down.
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
