@@ -16,8 +16,9 @@
 //!
 //! Each process writes to a log file in the scenario's temporary directory. A scenario
 //! that fails (panics, or returns an error) prints the tail of every log and keeps the
-//! directory; every process is SIGKILLed when the harness is dropped. Scenarios take a
-//! process-wide lock, so scenarios in one test binary run one after another.
+//! directory; every process is SIGKILLed when the harness is dropped. Scenarios share
+//! nothing (each has its own directory, processes and ports), so the scenarios of the one
+//! test binary run concurrently, as many at a time as the test runner's threads.
 
 pub mod cluster;
 pub mod error;
@@ -29,10 +30,7 @@ pub mod recorder;
 pub mod repo;
 pub mod scenario;
 
-use std::sync::{Arc, LazyLock};
 use std::time::Duration;
-
-use tokio::sync::Mutex;
 
 pub use cluster::{Cluster, Converged, KubeletInfo};
 pub use error::E2eError;
@@ -61,9 +59,6 @@ pub const KEEP_ENV: &str = "KUBELET_GITOPS_E2E_KEEP";
 
 /// Lines of each log printed when a scenario fails.
 pub(crate) const TAIL_LINES: usize = 40;
-
-/// One scenario at a time per process (the test binary), whatever `--test-threads`.
-pub(crate) static SERIAL: LazyLock<Arc<Mutex<()>>> = LazyLock::new(|| Arc::new(Mutex::new(())));
 
 /// A node of the inventory.
 #[derive(Debug, Clone)]

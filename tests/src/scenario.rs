@@ -13,7 +13,6 @@ use kube::Api;
 use kube::api::PostParams;
 use kubelet_gitops_sim::kubelet::{HttpTarget, KubeletPaths};
 use serde_json::Value;
-use tokio::sync::OwnedMutexGuard;
 
 use crate::cluster::{
     Cluster, Converged, KubeletInfo, applied_targets, client, current_pools, read_config,
@@ -21,7 +20,7 @@ use crate::cluster::{
 use crate::process::{self, Binaries, Proc};
 use crate::{
     ConfigFileWatch, E2eError, GitRemote, KEEP_ENV, NAMESPACE, NodeSpec, NodeView, Options,
-    PATIENCE, Pool, REQUIRE_ENV, Recorder, SERIAL, TAIL_LINES, repo, summary,
+    PATIENCE, Pool, REQUIRE_ENV, Recorder, TAIL_LINES, repo, summary,
 };
 
 /// The processes of a scenario.
@@ -69,7 +68,6 @@ pub struct E2e {
     options: Options,
     reconciler_port: u16,
     finished: bool,
-    _serial: OwnedMutexGuard<()>,
 }
 
 impl std::ops::Deref for E2e {
@@ -98,7 +96,6 @@ impl E2e {
     /// sim, an agent per node, and the reconciler. `Ok(None)` when the binaries are not
     /// built (the reason is printed).
     pub async fn start(scenario: &str, options: Options) -> Result<Option<E2e>, E2eError> {
-        let serial = SERIAL.clone().lock_owned().await;
         let bins = match Binaries::locate() {
             Ok(b) => b,
             Err(e) if !env_flag(REQUIRE_ENV) => {
@@ -138,7 +135,6 @@ impl E2e {
             procs,
             reconciler_port,
             finished: false,
-            _serial: serial,
         };
         let names: Vec<String> = e2e.cluster.kubelets.keys().cloned().collect();
         for name in &names {

@@ -2,9 +2,7 @@
 //! `kube::Client` built from the sim's kubeconfig, and through raw HTTP where the exact
 //! status code, headers or message matter.
 
-mod api_support;
-
-use api_support::{Sim, configmap, node};
+use crate::support::api::{Sim, configmap, node};
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;

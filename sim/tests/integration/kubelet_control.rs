@@ -1,13 +1,11 @@
 //! Controlling stand-in kubelets from outside: the control endpoints on the API server,
 //! the `restart-kubelet` command, and a stand-in kubelet running as its own process.
 
-mod kubelet_support;
-
 use std::process::Stdio;
 use std::time::Duration;
 
+use crate::support::kubelet::{CONFIG_HEAD, get, node, start, wait_ready_status};
 use kubelet_gitops_sim::kubelet::{HttpTarget, KubeletPhase};
-use kubelet_support::{CONFIG_HEAD, get, node, start, wait_ready_status};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 

@@ -2,11 +2,9 @@
 //! Retry-After, 500, 409 on writes only, dropped watch streams, latency, and changing
 //! faults at run time.
 
-mod api_support;
-
 use std::time::{Duration, Instant};
 
-use api_support::{RawWatch, Sim, configmap, node};
+use crate::support::api::{RawWatch, Sim, configmap, node};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 use kubelet_gitops_sim::faults::FaultConfig;

@@ -1,12 +1,12 @@
 //! A stand-in kubelet starts, serves, exits and restarts as a kubelet does.
 
-mod kubelet_support;
-
 use std::time::Duration;
 
+use crate::support::kubelet::{
+    CONFIG_HEAD, condition, fast_options, get, node, start, wait_ready_status,
+};
 use kubelet_gitops_sim::kubelet::KubeletPhase;
 use kubelet_gitops_sim::resources::kinds;
-use kubelet_support::{CONFIG_HEAD, condition, get, node, start, wait_ready_status};
 use serde_json::Value;
 
 const INVENTORY: &str = "\
@@ -304,7 +304,7 @@ async fn an_exited_kubelet_is_restarted_like_systemd_does() {
     let inventory =
         kubelet_gitops_sim::inventory::Inventory::parse("i.yaml", INVENTORY.as_bytes()).unwrap();
     let mut config = kubelet_gitops_sim::cluster::SimConfig::new(inventory, dir.path());
-    config.kubelet = kubelet_support::fast_options();
+    config.kubelet = fast_options();
     config.kubelet.restart_after_exit = Some(Duration::from_millis(300));
     let sim = kubelet_gitops_sim::cluster::Sim::start(config)
         .await
@@ -350,7 +350,7 @@ async fn a_cgroup_v1_host_needs_fail_cgroup_v1_off() {
     let inventory =
         kubelet_gitops_sim::inventory::Inventory::parse("i.yaml", INVENTORY.as_bytes()).unwrap();
     let mut config = kubelet_gitops_sim::cluster::SimConfig::new(inventory, dir.path());
-    config.kubelet = kubelet_support::fast_options();
+    config.kubelet = fast_options();
     config.cgroup_v2 = false;
     let sim = kubelet_gitops_sim::cluster::Sim::start(config)
         .await

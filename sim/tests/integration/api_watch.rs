@@ -1,11 +1,9 @@
 //! Watch: the chunked newline-delimited stream, resourceVersion semantics, bookmarks,
 //! 410 for a too old resourceVersion, timeoutSeconds, and kube-runtime's watcher.
 
-mod api_support;
-
 use std::time::Duration;
 
-use api_support::{RawWatch, Sim, configmap, node};
+use crate::support::api::{RawWatch, Sim, configmap, node};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, PartialObjectMeta, Patch, PatchParams};
@@ -351,7 +349,7 @@ async fn shutdown_ends_open_watches() {
     let sim = Sim::start().await;
     let mut w = RawWatch::open(sim.addr(), "/api/v1/nodes?watch=true", &[]).await;
     assert_eq!(w.status, 200);
-    let api_support::Sim {
+    let Sim {
         server, dir: _dir, ..
     } = sim;
     let started = std::time::Instant::now();

@@ -2,11 +2,9 @@
 //! annotate, patch (strategic, merge, json, status subresource) and a bounded watch of
 //! Nodes, asserting on kubectl's output and on the stored objects.
 
-mod api_support;
-
 use std::time::Duration;
 
-use api_support::{Sim, node, read_until};
+use crate::support::api::{Sim, kubectl_path, node, read_until};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
@@ -18,7 +16,7 @@ async fn node_json(sim: &Sim, name: &str) -> serde_json::Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_get_describe_nodes() {
-    let Some(k) = api_support::kubectl_path("kubectl_get_describe_nodes") else {
+    let Some(k) = kubectl_path("kubectl_get_describe_nodes") else {
         return;
     };
     let sim = Sim::start().await;
@@ -134,7 +132,7 @@ async fn kubectl_get_describe_nodes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_label_annotate_patch_nodes() {
-    let Some(k) = api_support::kubectl_path("kubectl_label_annotate_patch_nodes") else {
+    let Some(k) = kubectl_path("kubectl_label_annotate_patch_nodes") else {
         return;
     };
     let sim = Sim::start().await;
@@ -277,7 +275,7 @@ async fn kubectl_label_annotate_patch_nodes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_watch_nodes() {
-    let Some(k) = api_support::kubectl_path("kubectl_watch_nodes") else {
+    let Some(k) = kubectl_path("kubectl_watch_nodes") else {
         return;
     };
     let sim = Sim::start().await;

@@ -1,8 +1,6 @@
-//! Shared by the api_*.rs and kubectl_*.rs tests: a started server with a kubeconfig, a
+//! For the api_* and kubectl_* tests: a started server with a kubeconfig, a
 //! `kube::Client` built from that kubeconfig, and a tiny raw HTTP/1.1 client for exact
 //! status codes, headers and streamed watch lines.
-
-#![allow(dead_code)]
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

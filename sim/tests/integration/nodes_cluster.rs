@@ -1,11 +1,9 @@
 //! Nodes of an inventory appear in the API server as a kubelet registers them.
 
-mod kubelet_support;
-
+use crate::support::kubelet::start;
 use k8s_openapi::api::core::v1::{Namespace, Node};
 use kube::api::{Api, ListParams};
 use kubelet_gitops_core::quantity::Quantity;
-use kubelet_support::start;
 
 const INVENTORY: &str = "\
 nodes:

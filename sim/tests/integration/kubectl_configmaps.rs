@@ -1,16 +1,14 @@
 //! kubectl 1.32 against the sim for ConfigMaps (and the Namespace they live in):
 //! create, get, describe, label, annotate, patch, delete and a bounded watch.
 
-mod api_support;
-
 use std::time::Duration;
 
-use api_support::{Sim, read_until};
+use crate::support::api::{Sim, kubectl_path, read_until};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_configmaps() {
-    let Some(k) = api_support::kubectl_path("kubectl_configmaps") else {
+    let Some(k) = kubectl_path("kubectl_configmaps") else {
         return;
     };
     let sim = Sim::start().await;

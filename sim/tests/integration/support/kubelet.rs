@@ -1,5 +1,5 @@
-//! Helpers shared by the nodes_* and kubelet_* tests.
-#![allow(dead_code)]
+//! For the nodes_* and kubelet_* tests: a whole `Sim` (nodes and stand-in kubelets) with
+//! fast kubelet timings, and reads of its Nodes.
 
 use std::path::Path;
 use std::time::{Duration, Instant};

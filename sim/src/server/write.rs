@@ -1,0 +1,170 @@
+//! create, update, patch and delete: the body decoded from JSON, YAML or protobuf (as
+//! its Content-Type says), the options from the query, and the status code upstream
+//! answers with (201 for a create, and for an apply that created the object).
+
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::Response;
+use serde_json::Value;
+
+use super::negotiate::{self, BodyFormat, Output};
+use super::params::{Params, write_options};
+use super::response::{json_response, object_response};
+use super::{AppState, Target, header_str, protobuf};
+use crate::error::{ApiError, success_status};
+use crate::resources::ResourceType;
+use crate::store::PatchType;
+
+fn decode_body(rt: &ResourceType, headers: &HeaderMap, bytes: &[u8]) -> Result<Value, ApiError> {
+    let format = negotiate::body_format(header_str(headers, header::CONTENT_TYPE))?;
+    let parsed: Result<Value, String> = match format {
+        BodyFormat::Json => serde_json::from_slice(bytes).map_err(|e| e.to_string()),
+        BodyFormat::Yaml => std::str::from_utf8(bytes)
+            .map_err(|e| e.to_string())
+            .and_then(|s| serde_saphyr::from_str::<Value>(s).map_err(|e| e.to_string())),
+        BodyFormat::Protobuf => protobuf::decode(bytes),
+    };
+    match parsed {
+        Ok(v @ Value::Object(_)) => Ok(v),
+        Ok(_) => Err(ApiError::bad_request(format!(
+            "the object provided is unrecognized (must be of type {}): the body is not a JSON object",
+            rt.kind
+        ))),
+        Err(e) if format == BodyFormat::Protobuf => Err(ApiError::bad_request(format!(
+            "the object provided is unrecognized (must be of type {}): {e}",
+            rt.kind
+        ))),
+        Err(e) => Err(ApiError::bad_request(format!(
+            "the object provided is unrecognized (must be of type {}): couldn't get version/kind; json parse error: {e}",
+            rt.kind
+        ))),
+    }
+}
+
+pub(super) fn do_create(
+    st: &AppState,
+    t: &Target,
+    params: &Params,
+    headers: &HeaderMap,
+    bytes: &[u8],
+    output: Output,
+) -> Result<Response, ApiError> {
+    let opts = write_options(params, "CreateOptions", None)?;
+    let obj = decode_body(t.rt, headers, bytes)?;
+    let created = st.store.create(t.rt, t.ns.as_deref(), obj, &opts)?;
+    Ok(object_response(StatusCode::CREATED, &created, output))
+}
+
+pub(super) fn do_update(
+    st: &AppState,
+    t: &Target,
+    params: &Params,
+    headers: &HeaderMap,
+    bytes: &[u8],
+    output: Output,
+) -> Result<Response, ApiError> {
+    let opts = write_options(params, "UpdateOptions", None)?;
+    let obj = decode_body(t.rt, headers, bytes)?;
+    let name = t.name.as_deref().unwrap_or("");
+    let updated = st
+        .store
+        .update(t.rt, t.ns.as_deref(), name, t.sub.as_deref(), obj, &opts)?;
+    Ok(object_response(StatusCode::OK, &updated, output))
+}
+
+pub(super) fn do_patch(
+    st: &AppState,
+    t: &Target,
+    params: &Params,
+    headers: &HeaderMap,
+    bytes: &[u8],
+    output: Output,
+) -> Result<Response, ApiError> {
+    let patch_type = negotiate::patch_type(header_str(headers, header::CONTENT_TYPE))?;
+    let opts = write_options(params, "PatchOptions", Some(patch_type))?;
+    let name = t.name.as_deref().unwrap_or("");
+    // An apply body may be YAML: hand the store JSON either way.
+    let json_body;
+    let body: &[u8] = if patch_type == PatchType::Apply {
+        json_body = apply_body_to_json(bytes)?;
+        &json_body
+    } else {
+        bytes
+    };
+    let existed = patch_type != PatchType::Apply
+        || t.sub.is_some()
+        || st.store.get(t.rt, t.ns.as_deref(), name).is_ok();
+    let patched = st.store.patch(
+        t.rt,
+        t.ns.as_deref(),
+        name,
+        t.sub.as_deref(),
+        patch_type,
+        body,
+        &opts,
+    )?;
+    let status = if existed || opts.dry_run {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    Ok(object_response(status, &patched, output))
+}
+
+fn apply_body_to_json(bytes: &[u8]) -> Result<Vec<u8>, ApiError> {
+    if serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok() {
+        return Ok(bytes.to_vec());
+    }
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+    let value: Value = serde_saphyr::from_str(text)
+        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+    serde_json::to_vec(&value).map_err(|e| ApiError::internal(e.to_string()))
+}
+
+pub(super) fn do_delete(
+    st: &AppState,
+    t: &Target,
+    params: &Params,
+    bytes: &[u8],
+    output: Output,
+) -> Result<Response, ApiError> {
+    let options: Value = if bytes.iter().all(u8::is_ascii_whitespace) {
+        Value::Null
+    } else {
+        serde_json::from_slice(bytes).map_err(|e| {
+            ApiError::bad_request(format!(
+                "the object provided is unrecognized (must be of type DeleteOptions): {e}"
+            ))
+        })?
+    };
+    let body_dry_run = options
+        .get("dryRun")
+        .and_then(Value::as_array)
+        .is_some_and(|a| a.iter().any(|v| v == "All"));
+    let opts = write_options(params, "DeleteOptions", None)?;
+    let name = t.name.as_deref().unwrap_or("");
+    if opts.dry_run || body_dry_run {
+        let obj = st.store.get(t.rt, t.ns.as_deref(), name)?;
+        return Ok(object_response(StatusCode::OK, &obj, output));
+    }
+    let preconditions = options
+        .get("preconditions")
+        .filter(|p| !p.is_null())
+        .cloned();
+    let deleted = st
+        .store
+        .delete(t.rt, t.ns.as_deref(), name, preconditions)?;
+    // Still there (finalizers, graceful deletion): the object; gone: a Success Status,
+    // as the real server answers an immediate delete.
+    if deleted
+        .pointer("/metadata/deletionTimestamp")
+        .is_some_and(|v| !v.is_null())
+    {
+        return Ok(object_response(StatusCode::OK, &deleted, output));
+    }
+    let uid = deleted.pointer("/metadata/uid").and_then(Value::as_str);
+    Ok(json_response(
+        StatusCode::OK,
+        &success_status(t.rt, name, uid),
+    ))
+}

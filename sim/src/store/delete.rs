@@ -1,0 +1,234 @@
+//! Delete, at once: no finalizers, grace periods or garbage collection. A namespace's
+//! content goes first, each object with its own DELETED event, and the answer is the
+//! namespace as the real server's first answer shows it (`Terminating`).
+
+use serde_json::{Value, json};
+
+use super::events::{storage, user_error, view};
+use super::meta::{meta_str, now_rfc3339, set_meta};
+use super::{Key, Store};
+use crate::error::ApiError;
+use crate::resources::{RESOURCES, ResourceType};
+
+/// Namespaces the real server refuses to delete.
+const UNDELETABLE_NAMESPACES: [&str; 3] = ["default", "kube-system", "kube-public"];
+
+impl Store {
+    /// Delete an object; returns the deleted object (for a namespace: with
+    /// `deletionTimestamp` and phase `Terminating`, as the real server answers).
+    /// Deleting a namespace deletes every object in it first.
+    pub fn delete(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        preconditions: Option<Value>,
+    ) -> Result<Value, ApiError> {
+        let (srt, conv) = storage(rt);
+        self.delete_impl(srt, ns, name, preconditions)
+            .map(|v| view(rt, conv, v))
+            .map_err(|e| user_error(rt, conv, e))
+    }
+
+    fn delete_impl(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        preconditions: Option<Value>,
+    ) -> Result<Value, ApiError> {
+        let mut st = self.write();
+        let key = (
+            if rt.namespaced { ns.unwrap_or("") } else { "" }.to_string(),
+            name.to_string(),
+        );
+        let existing = st
+            .tables
+            .get(&rt.key())
+            .and_then(|t| t.objects.get(&key))
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(rt, name))?;
+        if let Some(p) = preconditions.as_ref().and_then(Value::as_object) {
+            if let Some(uid) = p.get("uid").and_then(Value::as_str) {
+                let have = meta_str(&existing.object, "uid");
+                if uid != have {
+                    return Err(ApiError::conflict(
+                        rt,
+                        name,
+                        &format!(
+                            "Precondition failed: UID in precondition: {uid}, UID in object meta: {have}"
+                        ),
+                    ));
+                }
+            }
+            if let Some(rv) = p.get("resourceVersion").and_then(Value::as_str) {
+                let have = meta_str(&existing.object, "resourceVersion");
+                if rv != have {
+                    return Err(ApiError::conflict(
+                        rt,
+                        name,
+                        &format!(
+                            "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {have}"
+                        ),
+                    ));
+                }
+            }
+        }
+        let is_namespace = rt.group.is_empty() && rt.plural == "namespaces";
+        if is_namespace {
+            if UNDELETABLE_NAMESPACES.contains(&name) {
+                return Err(ApiError {
+                    code: 403,
+                    reason: "Forbidden",
+                    message: format!(
+                        "namespaces \"{name}\" is forbidden: this namespace may not be deleted"
+                    ),
+                    details: Some(json!({"name": name, "kind": "namespaces"})),
+                    retry_after_seconds: None,
+                });
+            }
+            // Delete the namespace's content, type by type.
+            for crt in RESOURCES.iter().filter(|r| r.namespaced) {
+                let keys: Vec<Key> = st
+                    .tables
+                    .get(&crt.key())
+                    .map(|t| {
+                        t.objects
+                            .range((name.to_string(), String::new())..)
+                            .take_while(|(k, _)| k.0 == name)
+                            .map(|(k, _)| k.clone())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                for k in keys {
+                    let prev = st
+                        .tables
+                        .get(&crt.key())
+                        .and_then(|t| t.objects.get(&k))
+                        .cloned();
+                    if let Some(prev) = prev {
+                        let obj = (*prev.object).clone();
+                        self.commit(&mut st, crt, k, "DELETED", obj, Some(prev));
+                    }
+                }
+            }
+        }
+        let obj = (*existing.object).clone();
+        self.commit(&mut st, rt, key, "DELETED", obj, Some(existing.clone()));
+        let mut out = (*existing.object).clone();
+        if is_namespace {
+            set_meta(&mut out, "deletionTimestamp", Value::String(now_rfc3339()));
+            if let Value::Object(m) = &mut out {
+                m.insert("status".into(), json!({"phase": "Terminating"}));
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::resources::kinds::{configmaps, namespaces};
+    use crate::store::fixtures::*;
+    use crate::store::meta::meta_str;
+    use crate::store::{Store, WatchOptions};
+
+    #[test]
+    fn delete_and_namespaces() {
+        let s = Store::new();
+        s.create(
+            namespaces(),
+            None,
+            json!({"metadata": {"name": "team"}}),
+            &wo("m"),
+        )
+        .unwrap();
+        let a = s
+            .create(configmaps(), Some("team"), cm("a", json!({})), &wo("m"))
+            .unwrap();
+        s.create(configmaps(), Some("team"), cm("b", json!({})), &wo("m"))
+            .unwrap();
+        s.create(configmaps(), Some("default"), cm("a", json!({})), &wo("m"))
+            .unwrap();
+        let e = s
+            .delete(configmaps(), Some("team"), "a", Some(json!({"uid": "x"})))
+            .unwrap_err();
+        assert_eq!(e.code, 409);
+        assert!(
+            e.message
+                .contains("Precondition failed: UID in precondition: x"),
+            "{}",
+            e.message
+        );
+        let e = s
+            .delete(
+                configmaps(),
+                Some("team"),
+                "a",
+                Some(json!({"resourceVersion": "1"})),
+            )
+            .unwrap_err();
+        assert_eq!(e.code, 409);
+        let mut w = s
+            .watch(
+                configmaps(),
+                None,
+                &WatchOptions {
+                    resource_version: Some(s.current_resource_version().to_string()),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        let d = s
+            .delete(
+                configmaps(),
+                Some("team"),
+                "a",
+                Some(json!({"uid": meta_str(&a, "uid")})),
+            )
+            .unwrap();
+        assert_eq!(d["metadata"]["name"], "a");
+        assert_eq!(
+            s.get(configmaps(), Some("team"), "a").unwrap_err().code,
+            404
+        );
+        assert_eq!(
+            s.delete(configmaps(), Some("team"), "a", None)
+                .unwrap_err()
+                .code,
+            404
+        );
+        let ns = s.delete(namespaces(), None, "team", None).unwrap();
+        assert_eq!(ns["status"]["phase"], "Terminating");
+        assert!(ns["metadata"]["deletionTimestamp"].is_string());
+        assert_eq!(
+            s.get(configmaps(), Some("team"), "b").unwrap_err().code,
+            404
+        );
+        assert!(s.get(configmaps(), Some("default"), "a").is_ok());
+        let evs = drain(&mut w);
+        let kinds_names: Vec<(&str, &str)> = evs
+            .iter()
+            .map(|(k, n, _)| (k.as_str(), n.as_str()))
+            .collect();
+        assert_eq!(kinds_names, vec![("DELETED", "a"), ("DELETED", "b")]);
+        assert!(
+            evs[1].2 > evs[0].2,
+            "each deletion has its own resourceVersion"
+        );
+        let e = s
+            .create(configmaps(), Some("team"), cm("c", json!({})), &wo("m"))
+            .unwrap_err();
+        assert_eq!(e.message, "namespaces \"team\" not found");
+        let e = s.delete(namespaces(), None, "default", None).unwrap_err();
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (
+                403,
+                "namespaces \"default\" is forbidden: this namespace may not be deleted"
+            )
+        );
+    }
+}

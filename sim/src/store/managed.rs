@@ -1,0 +1,152 @@
+//! `metadata.managedFields`: which manager owns which fields (upstream's `fieldsV1`
+//! sets), and the ownership an Update-operation write moves.
+
+use serde_json::{Map, Value, json};
+
+use super::meta::{meta, now_rfc3339};
+use super::strategy::has_status_subresource;
+use crate::patch::{self, FieldSet};
+use crate::resources::ResourceType;
+use crate::rules;
+
+#[derive(Debug, Clone)]
+pub(super) struct ManagedEntry {
+    pub(super) manager: String,
+    pub(super) operation: String,
+    pub(super) api_version: String,
+    pub(super) time: String,
+    pub(super) subresource: String,
+    pub(super) fields: FieldSet,
+}
+
+impl ManagedEntry {
+    pub(super) fn same_owner(&self, manager: &str, operation: &str, sub: &str) -> bool {
+        self.manager == manager && self.operation == operation && self.subresource == sub
+    }
+
+    /// Upstream's `printManager`.
+    pub(super) fn printed(&self) -> String {
+        let mut s = rules::go_quote(&self.manager);
+        if !self.subresource.is_empty() {
+            s.push_str(&format!(
+                " with subresource {}",
+                rules::go_quote(&self.subresource)
+            ));
+        }
+        if self.operation == "Update" {
+            s.push_str(&format!(" using {}", self.api_version));
+        }
+        s
+    }
+}
+
+pub(super) enum ManagedUpdate<'a> {
+    /// Track an Update operation by (manager, subresource).
+    Track(&'a str, &'a str),
+    /// Entries already computed (server-side apply).
+    Given(Vec<ManagedEntry>),
+}
+
+pub(super) fn parse_managed(obj: &Value) -> Vec<ManagedEntry> {
+    let Some(list) = meta(obj)
+        .and_then(|m| m.get("managedFields"))
+        .and_then(Value::as_array)
+    else {
+        return Vec::new();
+    };
+    list.iter()
+        .map(|e| {
+            let s = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+            ManagedEntry {
+                manager: s("manager"),
+                operation: s("operation"),
+                api_version: s("apiVersion"),
+                time: s("time"),
+                subresource: s("subresource"),
+                fields: e
+                    .get("fieldsV1")
+                    .map(FieldSet::from_fields_v1)
+                    .unwrap_or_default(),
+            }
+        })
+        .collect()
+}
+
+pub(super) fn render_managed(entries: &[ManagedEntry]) -> Value {
+    Value::Array(
+        entries
+            .iter()
+            .filter(|e| !e.fields.is_empty())
+            .map(|e| {
+                let mut m = Map::new();
+                m.insert("manager".into(), json!(e.manager));
+                m.insert("operation".into(), json!(e.operation));
+                m.insert("apiVersion".into(), json!(e.api_version));
+                m.insert("time".into(), json!(e.time));
+                m.insert("fieldsType".into(), json!("FieldsV1"));
+                m.insert("fieldsV1".into(), e.fields.to_fields_v1());
+                if !e.subresource.is_empty() {
+                    m.insert("subresource".into(), json!(e.subresource));
+                }
+                Value::Object(m)
+            })
+            .collect(),
+    )
+}
+
+/// Record an Update-operation write by `manager`: it takes the changed fields from
+/// every other manager; removed fields leave every manager.
+pub(super) fn track_update(
+    rt: &ResourceType,
+    old: Option<&Value>,
+    new: &Value,
+    manager: &str,
+    sub: &str,
+) -> Vec<ManagedEntry> {
+    let mut entries = old.map(parse_managed).unwrap_or_default();
+    let empty = Value::Object(Map::new());
+    let old_v = old.unwrap_or(&empty);
+    let changed = patch::changed_fields(old_v, new, rt.kind);
+    let removed = patch::removed_fields(old_v, new, rt.kind);
+    for e in entries.iter_mut() {
+        if !e.same_owner(manager, "Update", sub) {
+            e.fields.paths.retain(|p| !changed.paths.contains(p));
+        }
+        e.fields.paths.retain(|p| !removed.paths.contains(p));
+    }
+    if !changed.is_empty() {
+        let now = now_rfc3339();
+        match entries
+            .iter_mut()
+            .find(|e| e.same_owner(manager, "Update", sub))
+        {
+            Some(e) => {
+                e.fields.paths.extend(changed.paths);
+                e.time = now;
+                e.api_version = rt.api_version();
+            }
+            None => entries.push(ManagedEntry {
+                manager: manager.to_string(),
+                operation: "Update".into(),
+                api_version: rt.api_version(),
+                time: now,
+                subresource: sub.to_string(),
+                fields: changed,
+            }),
+        }
+    }
+    entries.retain(|e| !e.fields.is_empty());
+    entries
+}
+
+/// Only the fields a write to `sub` may touch: `status` for the status subresource,
+/// everything but `status` for the main resource of a kind with a status subresource.
+pub(super) fn restrict_fields(rt: &ResourceType, sub: &str, fs: &mut FieldSet) {
+    if sub == "status" {
+        fs.paths
+            .retain(|p| p.first().is_some_and(|e| e == "f:status"));
+    } else if has_status_subresource(rt) {
+        fs.paths
+            .retain(|p| p.first().is_none_or(|e| e != "f:status"));
+    }
+}

@@ -1,0 +1,633 @@
+//! Gets and lists. A list shows the store at one resourceVersion: later pages, and an
+//! `Exact` resourceVersion, undo from the history whatever changed since, so a page is
+//! consistent with the first. Continue tokens are upstream's encoding (base64 of
+//! `{"v":"meta.k8s.io/v1","rv":..,"start":..}`): an expired one gets upstream's 410.
+
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+
+use super::events::{parse_field_selector_for, storage, user_error, view};
+use super::{Key, SharedObject, Store};
+use crate::error::ApiError;
+use crate::resources::ResourceType;
+use crate::selector::{FieldSelector, LabelSelector};
+
+/// Options of a list request.
+#[derive(Debug, Clone, Default)]
+pub struct ListOptions {
+    /// `labelSelector` query parameter.
+    pub label_selector: Option<String>,
+    /// `fieldSelector` query parameter.
+    pub field_selector: Option<String>,
+    /// `limit` query parameter.
+    pub limit: Option<usize>,
+    /// `continue` query parameter.
+    pub continue_token: Option<String>,
+    /// `resourceVersion` query parameter.
+    pub resource_version: Option<String>,
+    /// `resourceVersionMatch` query parameter (`Exact`, `NotOlderThan`).
+    pub resource_version_match: Option<String>,
+}
+
+/// One page of a list.
+#[derive(Debug, Clone, Default)]
+pub struct ListResult {
+    /// Items, sorted by namespace then name, with kind and apiVersion filled in.
+    pub items: Vec<Value>,
+    /// `metadata.resourceVersion` of the list.
+    pub resource_version: String,
+    /// `metadata.continue`, when more items remain.
+    pub continue_token: Option<String>,
+    /// `metadata.remainingItemCount`, when more items remain and no selector was given.
+    pub remaining_item_count: Option<u64>,
+}
+
+/// One page of a list whose items are shared with the store (no deep copy): see
+/// [`Store::list_shared`].
+#[derive(Debug, Clone, Default)]
+pub struct SharedList {
+    /// Items, sorted by namespace then name.
+    pub items: Vec<SharedObject>,
+    /// `metadata.resourceVersion` of the list.
+    pub resource_version: String,
+    /// `metadata.continue`, when more items remain.
+    pub continue_token: Option<String>,
+    /// `metadata.remainingItemCount`, when more items remain and no selector was given.
+    pub remaining_item_count: Option<u64>,
+}
+
+const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.";
+
+const LIST_EXPIRED: &str = "The resourceVersion for the provided list is too old.";
+
+impl Store {
+    /// The object `name` (in `ns`).
+    pub fn get(&self, rt: &ResourceType, ns: Option<&str>, name: &str) -> Result<Value, ApiError> {
+        let (srt, conv) = storage(rt);
+        self.get_impl(srt, ns, name)
+            .map(|v| view(rt, conv, v))
+            .map_err(|e| user_error(rt, conv, e))
+    }
+
+    fn get_impl(&self, rt: &ResourceType, ns: Option<&str>, name: &str) -> Result<Value, ApiError> {
+        let ns = if rt.namespaced { ns.unwrap_or("") } else { "" };
+        let key = (ns.to_string(), name.to_string());
+        let found = {
+            let st = self.read();
+            st.tables
+                .get(&rt.key())
+                .and_then(|t| t.objects.get(&key))
+                .map(|o| o.object.clone())
+        };
+        match found {
+            Some(o) => Ok((*o).clone()),
+            None => Err(ApiError::not_found(rt, name)),
+        }
+    }
+
+    /// A page of objects (deep copies).
+    pub fn list(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        opts: &ListOptions,
+    ) -> Result<ListResult, ApiError> {
+        let shared = self.list_shared(rt, ns, opts)?;
+        Ok(ListResult {
+            items: shared.items.iter().map(|o| (*o.object).clone()).collect(),
+            resource_version: shared.resource_version,
+            continue_token: shared.continue_token,
+            remaining_item_count: shared.remaining_item_count,
+        })
+    }
+
+    /// A page of objects shared with the store: no deep copy, and each item's JSON
+    /// encoding ([`SharedObject::encoded`]) is computed at most once per object version.
+    pub fn list_shared(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        opts: &ListOptions,
+    ) -> Result<SharedList, ApiError> {
+        let (srt, conv) = storage(rt);
+        let mut list = self
+            .list_impl(srt, conv, ns, opts)
+            .map_err(|e| user_error(rt, conv, e))?;
+        if conv {
+            for item in list.items.iter_mut() {
+                *item = SharedObject::new(view(rt, conv, (*item.object).clone()));
+            }
+        }
+        Ok(list)
+    }
+
+    fn list_impl(
+        &self,
+        rt: &ResourceType,
+        conv: bool,
+        ns: Option<&str>,
+        opts: &ListOptions,
+    ) -> Result<SharedList, ApiError> {
+        let label = parse_label_selector(opts.label_selector.as_deref())?;
+        let field = parse_field_selector_for(rt, conv, opts.field_selector.as_deref())?;
+        let ns = ns.filter(|n| rt.namespaced && !n.is_empty());
+        let limit = opts.limit.filter(|l| *l > 0);
+        let rv_param = opts.resource_version.as_deref().filter(|s| !s.is_empty());
+        let token = opts.continue_token.as_deref().filter(|s| !s.is_empty());
+        if token.is_some() && rv_param.is_some_and(|r| r != "0") {
+            return Err(ApiError::bad_request(
+                "specifying resource version is not allowed when using continue",
+            ));
+        }
+        let st = self.read();
+        let current = st.rv;
+        let table = st
+            .tables
+            .get(&rt.key())
+            .ok_or_else(|| ApiError::not_found(rt, ""))?;
+
+        // Which resourceVersion the list shows, and where it starts.
+        let (snapshot, start) = match token {
+            Some(t) => {
+                let (rv, start) = decode_continue(t)?;
+                if table.too_old(rv) {
+                    return Err(ApiError::gone(CONTINUE_EXPIRED));
+                }
+                (rv, Some(parse_key_string(start.trim_end_matches('\0'))))
+            }
+            None => match rv_param {
+                None | Some("0") => (current, None),
+                Some(r) => {
+                    let rv = parse_rv(r)?;
+                    if rv > current {
+                        return Err(ApiError::too_large_resource_version(rv, current));
+                    }
+                    let exact = match opts.resource_version_match.as_deref() {
+                        Some("Exact") => true,
+                        Some("NotOlderThan") => false,
+                        // Legacy semantics: a resourceVersion with a limit is exact.
+                        _ => limit.is_some(),
+                    };
+                    if exact {
+                        if table.too_old(rv) {
+                            return Err(ApiError::gone(LIST_EXPIRED));
+                        }
+                        (rv, None)
+                    } else {
+                        (current, None)
+                    }
+                }
+            },
+        };
+        let inclusive_start = token.is_none();
+
+        // Objects as they were at `snapshot`: undo every later change.
+        let mut overrides: BTreeMap<&Key, Option<&SharedObject>> = BTreeMap::new();
+        if snapshot < current {
+            for ev in table.history.iter().rev() {
+                if ev.rv <= snapshot {
+                    break;
+                }
+                overrides.insert(&ev.key, ev.prev.as_ref());
+            }
+        }
+        let in_scope = |k: &Key| -> bool {
+            if let Some(n) = ns
+                && k.0 != n
+            {
+                return false;
+            }
+            match &start {
+                None => true,
+                Some(s) => {
+                    if inclusive_start {
+                        k >= s
+                    } else {
+                        k > s
+                    }
+                }
+            }
+        };
+        let selects = |o: &SharedObject| -> bool {
+            label.matches_object(&o.object) && field.matches_object(&o.object)
+        };
+        let no_selector = label.is_empty() && field.is_empty();
+
+        let mut items: Vec<SharedObject> = Vec::new();
+        let mut last_key: Option<Key> = None;
+        let mut more = false;
+        let mut remaining: u64 = 0;
+        let range_start: Key = match (&start, ns) {
+            (Some(s), _) => s.clone(),
+            (None, Some(n)) => (n.to_string(), String::new()),
+            (None, None) => (String::new(), String::new()),
+        };
+        let mut visit = |k: &Key, o: &SharedObject| -> bool {
+            // Returns false to stop.
+            if !in_scope(k) {
+                return ns.is_none_or(|n| k.0.as_str() <= n);
+            }
+            if !selects(o) {
+                return true;
+            }
+            if limit.is_some_and(|l| items.len() >= l) {
+                more = true;
+                remaining += 1;
+                return no_selector;
+            }
+            items.push(o.clone());
+            last_key = Some(k.clone());
+            true
+        };
+        if overrides.is_empty() {
+            for (k, o) in table.objects.range(range_start..) {
+                if !visit(k, o) {
+                    break;
+                }
+            }
+        } else {
+            let mut merged: BTreeMap<&Key, &SharedObject> = BTreeMap::new();
+            for (k, o) in table.objects.range(range_start.clone()..) {
+                if !overrides.contains_key(k) {
+                    merged.insert(k, o);
+                }
+            }
+            for (k, o) in &overrides {
+                if let Some(o) = o
+                    && **k >= range_start
+                {
+                    merged.insert(k, o);
+                }
+            }
+            for (k, o) in merged {
+                if !visit(k, o) {
+                    break;
+                }
+            }
+        }
+        drop(st);
+        let continue_token = if more {
+            last_key.map(|k| encode_continue(snapshot, &format!("{}\0", key_string(&k))))
+        } else {
+            None
+        };
+        Ok(SharedList {
+            items,
+            resource_version: snapshot.to_string(),
+            remaining_item_count: (more && no_selector).then_some(remaining),
+            continue_token,
+        })
+    }
+}
+
+fn key_string(key: &Key) -> String {
+    if key.0.is_empty() {
+        key.1.clone()
+    } else {
+        format!("{}/{}", key.0, key.1)
+    }
+}
+
+fn parse_key_string(s: &str) -> Key {
+    match s.split_once('/') {
+        Some((ns, name)) => (ns.to_string(), name.to_string()),
+        None => (String::new(), s.to_string()),
+    }
+}
+
+fn encode_continue(rv: u64, start: &str) -> String {
+    let raw = json!({"v": "meta.k8s.io/v1", "rv": rv, "start": start}).to_string();
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
+}
+
+fn decode_continue(token: &str) -> Result<(u64, String), ApiError> {
+    let bad = |e: String| {
+        ApiError::bad_request(format!(
+            "invalid continue token: continue key is not valid: {e}"
+        ))
+    };
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token.trim_end_matches('='))
+        .map_err(|e| bad(e.to_string()))?;
+    let v: Value = serde_json::from_slice(&raw).map_err(|e| bad(e.to_string()))?;
+    if v.get("v").and_then(Value::as_str) != Some("meta.k8s.io/v1") {
+        return Err(bad("server does not recognize this encoded version".into()));
+    }
+    let rv = v.get("rv").and_then(Value::as_u64).ok_or_else(|| {
+        bad("incorrect encoded start resourceVersion (version meta.k8s.io/v1)".into())
+    })?;
+    let start = v
+        .get("start")
+        .and_then(Value::as_str)
+        .ok_or_else(|| bad("encoded start key must not be empty".into()))?
+        .to_string();
+    Ok((rv, start))
+}
+
+pub(super) fn parse_rv(s: &str) -> Result<u64, ApiError> {
+    s.parse::<u64>()
+        .map_err(|_| ApiError::bad_request(format!("invalid resource version: {s:?}")))
+}
+
+pub(super) fn parse_label_selector(s: Option<&str>) -> Result<LabelSelector, ApiError> {
+    match s {
+        None => Ok(LabelSelector::default()),
+        Some(s) => LabelSelector::parse(s).map_err(ApiError::bad_request),
+    }
+}
+
+pub(super) fn parse_field_selector(
+    rt: &ResourceType,
+    s: Option<&str>,
+) -> Result<FieldSelector, ApiError> {
+    match s {
+        None => Ok(FieldSelector::default()),
+        Some(s) => FieldSelector::parse_for(rt, s).map_err(ApiError::bad_request),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::resources::kinds::{configmaps, namespaces};
+    use crate::store::fixtures::*;
+    use crate::store::meta::meta_str;
+    use crate::store::{ListOptions, PatchType, Store};
+
+    #[test]
+    fn list_sorted_paginated_and_consistent() {
+        let s = Store::new();
+        s.create(
+            namespaces(),
+            None,
+            json!({"metadata": {"name": "b-ns"}}),
+            &wo("m"),
+        )
+        .unwrap();
+        for i in 0..5 {
+            s.create(
+                configmaps(),
+                Some("default"),
+                cm(&format!("c{i}"), json!({"i": i.to_string()})),
+                &wo("m"),
+            )
+            .unwrap();
+        }
+        s.create(configmaps(), Some("b-ns"), cm("z", json!({})), &wo("m"))
+            .unwrap();
+        let all = s.list(configmaps(), None, &ListOptions::default()).unwrap();
+        let names: Vec<String> = all
+            .items
+            .iter()
+            .map(|o| format!("{}/{}", meta_str(o, "namespace"), meta_str(o, "name")))
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                "b-ns/z",
+                "default/c0",
+                "default/c1",
+                "default/c2",
+                "default/c3",
+                "default/c4"
+            ]
+        );
+        assert_eq!(
+            all.resource_version,
+            s.current_resource_version().to_string()
+        );
+        assert!(all.continue_token.is_none());
+        // Pages of 2 within a namespace.
+        let p1 = s
+            .list(
+                configmaps(),
+                Some("default"),
+                &ListOptions {
+                    limit: Some(2),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        assert_eq!(p1.items.len(), 2);
+        assert_eq!(p1.remaining_item_count, Some(3));
+        let snapshot = p1.resource_version.clone();
+        // Changes after the first page do not show in later pages.
+        s.delete(configmaps(), Some("default"), "c3", None).unwrap();
+        s.patch(
+            configmaps(),
+            Some("default"),
+            "c2",
+            None,
+            PatchType::Merge,
+            br#"{"data":{"i":"changed"}}"#,
+            &wo("m"),
+        )
+        .unwrap();
+        s.create(configmaps(), Some("default"), cm("c5", json!({})), &wo("m"))
+            .unwrap();
+        let p2 = s
+            .list(
+                configmaps(),
+                Some("default"),
+                &ListOptions {
+                    limit: Some(2),
+                    continue_token: p1.continue_token.clone(),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        let names: Vec<&str> = p2.items.iter().map(|o| meta_str(o, "name")).collect();
+        assert_eq!(names, vec!["c2", "c3"]);
+        assert_eq!(
+            p2.items[0]["data"]["i"], "2",
+            "the page shows the list's resourceVersion"
+        );
+        assert_eq!(p2.resource_version, snapshot);
+        let p3 = s
+            .list(
+                configmaps(),
+                Some("default"),
+                &ListOptions {
+                    limit: Some(2),
+                    continue_token: p2.continue_token.clone(),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        let names: Vec<&str> = p3.items.iter().map(|o| meta_str(o, "name")).collect();
+        assert_eq!(names, vec!["c4"]);
+        assert!(p3.continue_token.is_none());
+        assert!(p3.remaining_item_count.is_none());
+        // Selectors.
+        let l = s
+            .list(
+                configmaps(),
+                None,
+                &ListOptions {
+                    field_selector: Some("metadata.namespace=b-ns".into()),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        assert_eq!(l.items.len(), 1);
+        let l = s
+            .list(
+                configmaps(),
+                None,
+                &ListOptions {
+                    field_selector: Some("metadata.name!=z".into()),
+                    limit: Some(1),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        assert_eq!(l.items.len(), 1);
+        assert!(l.continue_token.is_some());
+        assert!(
+            l.remaining_item_count.is_none(),
+            "no remainingItemCount with a selector"
+        );
+        let e = s
+            .list(
+                configmaps(),
+                None,
+                &ListOptions {
+                    field_selector: Some("spec.nodeName=x".into()),
+                    ..Default::default()
+                },
+            )
+            .unwrap_err();
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (400, "field label not supported: spec.nodeName")
+        );
+        let e = s
+            .list(
+                configmaps(),
+                None,
+                &ListOptions {
+                    label_selector: Some("a in".into()),
+                    ..Default::default()
+                },
+            )
+            .unwrap_err();
+        assert_eq!(e.code, 400);
+        let e = s
+            .list(
+                configmaps(),
+                None,
+                &ListOptions {
+                    continue_token: Some("garbage!".into()),
+                    ..Default::default()
+                },
+            )
+            .unwrap_err();
+        assert_eq!(e.code, 400);
+        let e = s
+            .list(
+                configmaps(),
+                None,
+                &ListOptions {
+                    resource_version: Some("999999".into()),
+                    ..Default::default()
+                },
+            )
+            .unwrap_err();
+        assert_eq!(e.code, 504);
+    }
+
+    #[test]
+    fn list_labels_and_exact_rv() {
+        let s = Store::new();
+        for (n, app) in [("a", "web"), ("b", "db"), ("c", "web")] {
+            let mut o = cm(n, json!({}));
+            o["metadata"]["labels"] = json!({"app": app});
+            s.create(configmaps(), Some("default"), o, &wo("m"))
+                .unwrap();
+        }
+        let rv_before = s.current_resource_version();
+        s.delete(configmaps(), Some("default"), "a", None).unwrap();
+        let l = s
+            .list(
+                configmaps(),
+                None,
+                &ListOptions {
+                    label_selector: Some("app=web".into()),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        assert_eq!(l.items.len(), 1);
+        let old = s
+            .list(
+                configmaps(),
+                None,
+                &ListOptions {
+                    label_selector: Some("app in (web)".into()),
+                    resource_version: Some(rv_before.to_string()),
+                    resource_version_match: Some("Exact".into()),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        assert_eq!(old.items.len(), 2, "Exact shows the deleted object");
+        assert_eq!(old.resource_version, rv_before.to_string());
+    }
+
+    #[test]
+    fn continue_token_too_old() {
+        let s = Store::with_history(3);
+        for i in 0..4 {
+            s.create(
+                configmaps(),
+                Some("default"),
+                cm(&format!("c{i}"), json!({})),
+                &wo("m"),
+            )
+            .unwrap();
+        }
+        let p1 = s
+            .list(
+                configmaps(),
+                None,
+                &ListOptions {
+                    limit: Some(1),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        for i in 0..4 {
+            s.patch(
+                configmaps(),
+                Some("default"),
+                &format!("c{i}"),
+                None,
+                PatchType::Merge,
+                br#"{"data":{"x":"1"}}"#,
+                &wo("m"),
+            )
+            .unwrap();
+        }
+        let e = s
+            .list(
+                configmaps(),
+                None,
+                &ListOptions {
+                    limit: Some(1),
+                    continue_token: p1.continue_token,
+                    ..Default::default()
+                },
+            )
+            .unwrap_err();
+        assert_eq!((e.code, e.reason), (410, "Expired"));
+        assert!(
+            e.message
+                .starts_with("The provided continue parameter is too old"),
+            "{}",
+            e.message
+        );
+    }
+}
