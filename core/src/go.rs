@@ -1,7 +1,8 @@
-//! Go's `%q` and `%v` of a float, as the kubelet's messages print values.
+//! Go's `%q` and `%v` of a float, as the kubelet's and the API server's messages print
+//! values.
 
 /// Go's `%q` (`strconv.Quote`).
-pub(crate) fn quote(s: &str) -> String {
+pub fn quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for ch in s.chars() {
@@ -35,7 +36,7 @@ pub(crate) fn quote(s: &str) -> String {
 /// Go's `%v` for a `float64` (`strconv.FormatFloat(f, 'g', -1, 64)`): the shortest
 /// digits, in exponent form when the exponent is below -4 or at least 6: `1.1`, `0.5`,
 /// `300`, `1e+06`, `1e-05`.
-pub(crate) fn float(f: f64) -> String {
+pub fn float(f: f64) -> String {
     if f.is_nan() {
         return "NaN".to_string();
     }

@@ -25,7 +25,7 @@ pub mod effective;
 mod eviction;
 pub mod features;
 pub mod flags;
-mod go;
+pub mod go;
 pub mod hash;
 pub mod hostpath;
 pub mod inventory;

@@ -16,8 +16,8 @@ mod support;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use kubelet_gitops_core::inventory::Inventory;
 use kubelet_gitops_core::protocol::DESIRED_CONFIG;
-use kubelet_gitops_sim::inventory::Inventory;
 use support::*;
 
 const POOLS: usize = 50;

@@ -11,7 +11,6 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::faults::FaultConfig;
-use crate::inventory::{Inventory, InventoryError};
 use crate::kubelet::{
     KubeletHandle, KubeletOptions, KubeletPaths, KubeletSpec, Kubelets, NodeApi, NodeStatus,
     control_router, initial_effective_config, node_object_with,
@@ -20,6 +19,7 @@ use crate::reqlog::RequestLog;
 use crate::resources::kinds;
 use crate::server::ApiServer;
 use crate::store::{Store, WriteOptions};
+use kubelet_gitops_core::inventory::{Inventory, InventoryError};
 
 /// The namespaces every cluster has.
 pub const NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];

@@ -63,8 +63,6 @@ mod serve;
 mod startup;
 mod supervisor;
 
-use std::io::Write as _;
-use std::path::Path;
 use std::time::Duration;
 
 pub use api::{ApiFailure, HttpTarget, Kind, NodeApi, TargetError};
@@ -73,8 +71,8 @@ pub use handle::{KubeletHandle, KubeletPhase, KubeletSpec, KubeletState};
 pub use node::{
     CONTAINER_RUNTIME_VERSION, DEFAULT_PID_MAX, KUBELET_VERSION, LEASE_NAMESPACE, NodeStatus,
     READY_MESSAGE, Readiness, conditions, host_pid_max, initial_config_yaml,
-    initial_effective_config, internal_ip, lease_object, node_labels, node_object,
-    node_object_with, ready_status, reported_capacity, rfc3339,
+    initial_effective_config, internal_ip, lease_object, node_object, node_object_with,
+    ready_status, reported_capacity, rfc3339,
 };
 pub use paths::{KubeletPaths, kubeadm_flags_env};
 pub use process::{ProcessOptions, run_process};
@@ -121,18 +119,4 @@ impl Default for KubeletOptions {
     }
 }
 
-/// Writes `bytes` to `path` through a temp file in the same directory and a rename.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)
-}
+pub use kubelet_gitops_core::atomic::write_atomic;

@@ -5,6 +5,7 @@
 //! are upstream's `field.Error.ErrorBody()` texts.
 
 use base64::Engine as _;
+use kubelet_gitops_core::names::{self, Wording};
 use serde_json::{Map, Value};
 
 use crate::error::Cause;
@@ -19,30 +20,7 @@ pub const IMMUTABLE_WHEN_SET: &str = "field is immutable when `immutable` is set
 /// `ValidateImmutableField`'s message.
 pub const FIELD_IMMUTABLE: &str = "field is immutable";
 
-/// Go's `%q` of a string: double-quoted with Go escapes.
-pub fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
+pub use kubelet_gitops_core::go::quote as go_quote;
 
 /// `field.Invalid(field, value, detail)` for a string value.
 pub fn invalid(field: &str, value: &str, detail: &str) -> Cause {
@@ -141,189 +119,18 @@ pub fn key_path(parent: &str, key: &str) -> String {
     format!("{parent}[{key}]")
 }
 
-/// util/validation's `MaxLenError` (DNS names, config keys).
-fn max_len_error(n: usize) -> String {
-    format!("must be no more than {n} characters")
-}
+pub use kubelet_gitops_core::names::{
+    config_map_key_errors, dns1123_label_errors, dns1123_subdomain_errors,
+};
 
-/// api/validate/content's `MaxLenError` (label keys and values), which counts bytes.
-fn content_max_len_error(n: usize) -> String {
-    format!("must be no more than {n} bytes")
-}
-
-fn regex_error(msg: &str, fmt: &str, examples: &[&str]) -> String {
-    if examples.is_empty() {
-        return format!("{msg} (regex used for validation is '{fmt}')");
-    }
-    let mut s = format!("{msg} (e.g. ");
-    for (i, e) in examples.iter().enumerate() {
-        if i > 0 {
-            s.push_str(" or ");
-        }
-        s.push_str(&format!("'{e}', "));
-    }
-    s.push_str(&format!("regex used for validation is '{fmt}')"));
-    s
-}
-
-const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
-const DNS1123_SUBDOMAIN_FMT: &str =
-    "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
-const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character";
-const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
-const LABEL_KEY_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
-const LABEL_KEY_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
-const LABEL_VALUE_FMT: &str = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
-const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
-const CONFIG_KEY_FMT: &str = "[-._a-zA-Z0-9]+";
-const CONFIG_KEY_MSG: &str =
-    "a valid config key must consist of alphanumeric characters, '-', '_' or '.'";
-
-fn is_dns_label_shape(s: &str) -> bool {
-    let b = s.as_bytes();
-    let alnum = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
-    !b.is_empty()
-        && alnum(b[0])
-        && alnum(b[b.len() - 1])
-        && b.iter().all(|&c| alnum(c) || c == b'-')
-}
-
-fn is_dns_subdomain_shape(s: &str) -> bool {
-    !s.is_empty() && s.split('.').all(is_dns_label_shape)
-}
-
-/// `IsDNS1123Label`'s error strings.
-pub fn dns1123_label_errors(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.len() > 63 {
-        errs.push(max_len_error(63));
-    }
-    if !is_dns_label_shape(value) {
-        if is_dns_subdomain_shape(value) {
-            errs.push("must not contain dots".to_string());
-        } else {
-            errs.push(regex_error(
-                DNS1123_LABEL_MSG,
-                DNS1123_LABEL_FMT,
-                &["my-name", "123-abc"],
-            ));
-        }
-    }
-    errs
-}
-
-/// `IsDNS1123Subdomain`'s error strings.
-pub fn dns1123_subdomain_errors(value: &str) -> Vec<String> {
-    subdomain_errors(value, max_len_error)
-}
-
-fn subdomain_errors(value: &str, max_len: fn(usize) -> String) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.len() > 253 {
-        errs.push(max_len(253));
-    }
-    if !is_dns_subdomain_shape(value) {
-        errs.push(regex_error(
-            DNS1123_SUBDOMAIN_MSG,
-            DNS1123_SUBDOMAIN_FMT,
-            &["example.com"],
-        ));
-    }
-    errs
-}
-
-fn is_label_name_shape(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b[0].is_ascii_alphanumeric()
-        && b[b.len() - 1].is_ascii_alphanumeric()
-        && b.iter()
-            .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
-}
-
-/// `IsQualifiedName` / `IsLabelKey`'s error strings.
+/// `IsLabelKey`'s error strings, in the API server's words.
 pub fn label_key_errors(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    let parts: Vec<&str> = value.split('/').collect();
-    let name = match parts.as_slice() {
-        [name] => *name,
-        [prefix, name] => {
-            if prefix.is_empty() {
-                errs.push("prefix part must be non-empty".to_string());
-            } else {
-                for m in subdomain_errors(prefix, content_max_len_error) {
-                    errs.push(format!("prefix part {m}"));
-                }
-            }
-            *name
-        }
-        _ => {
-            errs.push(format!(
-                "a valid label key {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
-                regex_error(LABEL_KEY_MSG, LABEL_KEY_FMT, &["MyName", "my.name", "123-abc"])
-            ));
-            return errs;
-        }
-    };
-    if name.is_empty() {
-        errs.push("name part must be non-empty".to_string());
-    } else if name.len() > 63 {
-        errs.push(format!("name part {}", content_max_len_error(63)));
-    }
-    if !is_label_name_shape(name) {
-        errs.push(format!(
-            "name part {}",
-            regex_error(
-                LABEL_KEY_MSG,
-                LABEL_KEY_FMT,
-                &["MyName", "my.name", "123-abc"]
-            )
-        ));
-    }
-    errs
+    names::label_key_errors(value, Wording::Content)
 }
 
-/// `IsValidLabelValue`'s error strings.
+/// `IsLabelValue`'s error strings, in the API server's words.
 pub fn label_value_errors(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.len() > 63 {
-        errs.push(content_max_len_error(63));
-    }
-    if !value.is_empty() && !is_label_name_shape(value) {
-        errs.push(regex_error(
-            LABEL_VALUE_MSG,
-            LABEL_VALUE_FMT,
-            &["MyValue", "my_value", "12345"],
-        ));
-    }
-    errs
-}
-
-/// `IsConfigMapKey`'s error strings.
-pub fn config_map_key_errors(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.len() > 253 {
-        errs.push(max_len_error(253));
-    }
-    let ok = !value.is_empty()
-        && value
-            .bytes()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'));
-    if !ok {
-        errs.push(regex_error(
-            CONFIG_KEY_MSG,
-            CONFIG_KEY_FMT,
-            &["key.name", "KEY_NAME", "key-name"],
-        ));
-    }
-    if value == "." {
-        errs.push("must not be '.'".to_string());
-    } else if value == ".." {
-        errs.push("must not be '..'".to_string());
-    } else if value.starts_with("..") {
-        errs.push("must not start with '..'".to_string());
-    }
-    errs
+    names::label_value_errors(value, Wording::Content)
 }
 
 /// Name rule of a resource: namespaces are DNS-1123 labels, everything else we serve
@@ -655,14 +462,7 @@ mod tests {
             label_key_errors("a/"),
             vec![
                 "name part must be non-empty".to_string(),
-                format!(
-                    "name part {}",
-                    regex_error(
-                        LABEL_KEY_MSG,
-                        LABEL_KEY_FMT,
-                        &["MyName", "my.name", "123-abc"]
-                    )
-                ),
+                "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')".to_string(),
             ]
         );
         assert!(label_key_errors("a/b/c")[0].starts_with("a valid label key must consist"));

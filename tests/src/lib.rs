@@ -153,7 +153,7 @@ mod tests {
         n.canary = true;
         let inv = format!("nodes:\n{}", n.inventory_entry());
         let parsed =
-            kubelet_gitops_sim::inventory::Inventory::parse("i.yaml", inv.as_bytes()).unwrap();
+            kubelet_gitops_core::inventory::Inventory::parse("i.yaml", inv.as_bytes()).unwrap();
         let labels = &parsed.nodes[0].labels;
         assert_eq!(labels[POOL_LABEL], "general");
         assert_eq!(labels[CANARY_LABEL], "true");

@@ -1,6 +1,7 @@
 //! Each flag type's `Set`, as upstream writes it: what a value parses to, and the error
 //! text when it does not.
 
+use crate::go::quote;
 use std::collections::BTreeMap;
 
 use super::table::ValueKind;
@@ -80,11 +81,6 @@ pub(crate) fn parse_value(kind: ValueKind, value: &str) -> Result<ParsedValue, S
         ValueKind::VModule => parse_vmodule(value).map(ParsedValue::VModule),
         ValueKind::Version => parse_version(value).map(ParsedValue::Str),
     }
-}
-
-/// Go's `%q` for a string, close enough for error messages.
-fn quote(s: &str) -> String {
-    format!("{s:?}")
 }
 
 /// Go's `strconv.ParseBool`.

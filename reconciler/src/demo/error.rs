@@ -35,7 +35,7 @@ pub enum DemoError {
     NoCurl,
     /// The embedded example inventory does not load (a broken build).
     #[error("the embedded examples-repo/inventory.yaml does not load")]
-    Inventory(#[source] Box<kubelet_gitops_sim::inventory::InventoryError>),
+    Inventory(#[source] Box<kubelet_gitops_core::inventory::InventoryError>),
     /// The simulated cluster did not start.
     #[error("cannot start the simulated cluster")]
     Sim(#[source] Box<kubelet_gitops_sim::cluster::SimError>),

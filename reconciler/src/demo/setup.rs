@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use kubelet_gitops_core::inventory::Inventory;
 use kubelet_gitops_sim::cluster::{Sim, SimConfig};
-use kubelet_gitops_sim::inventory::Inventory;
 use kubelet_gitops_sim::kubelet::KubeletOptions;
 use kubelet_gitops_sim::resources::kinds;
 use kubelet_gitops_sim::store::WriteOptions;

@@ -398,8 +398,8 @@ fn help_explains_every_option_and_its_environment_variable() {
 
 #[test]
 fn nodes_from_a_cluster_through_kubeconfig() {
+    use kubelet_gitops_core::inventory::Inventory;
     use kubelet_gitops_sim::cluster::{Sim, SimConfig};
-    use kubelet_gitops_sim::inventory::Inventory;
 
     let repo = Repo::new("");
     repo.edit("pools/gpu.yaml", "    maxPods: 64", "    maxPods: 32");

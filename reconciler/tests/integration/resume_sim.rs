@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use crate::support::*;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
-use kubelet_gitops_sim::inventory::Inventory;
+use kubelet_gitops_core::inventory::Inventory;
 use serde_json::json;
 
 /// Four nodes, two labelled pool a (managed) and two pool b (in no pool of the repo).

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use crate::support::commands::bin;
 use crate::support::*;
+use kubelet_gitops_core::inventory::Inventory;
 use kubelet_gitops_core::protocol::{DESIRED_CONFIG, STATE};
 use kubelet_gitops_sim::faults::FaultConfig;
-use kubelet_gitops_sim::inventory::Inventory;
 use kubelet_gitops_sim::resources::kinds;
 use reconciler::controller::{Role, SyncState};
 use reconciler::leader::LeaseConfig;

@@ -11,7 +11,7 @@ use std::time::Duration;
 use crate::forge_support::{ForgeServer, Kind, OWNER, REPO};
 use crate::support::commands::{git, git_command, text};
 use crate::support::*;
-use kubelet_gitops_sim::inventory::Inventory;
+use kubelet_gitops_core::inventory::Inventory;
 use reconciler::controller::{RunConfig, RunningController, StatusBackendConfig, StatusConfig};
 use reconciler::rollout::PoolPhase;
 use reconciler::status::{GitHubConfig, PLAN_MARKER};

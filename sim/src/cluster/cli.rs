@@ -7,8 +7,8 @@ use anyhow::Context as _;
 use clap::{Args as ClapArgs, Parser, Subcommand};
 
 use crate::faults::FaultConfig;
-use crate::inventory::Inventory;
 use crate::kubelet::{self, KubeletOptions, ProcessOptions};
+use kubelet_gitops_core::inventory::Inventory;
 
 use super::{Sim, SimConfig};
 
@@ -232,17 +232,15 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("duration {s:?} must not be negative"))
 }
 
+/// Logs to stderr, filtered by `RUST_LOG` (default, and when it does not parse: warnings).
 fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    // Colours only at a terminal (tracing-subscriber colours whenever NO_COLOR is unset).
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
-        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(ansi)
-        .with_writer(std::io::stderr)
-        .try_init();
+    use kubelet_gitops_core::logging::{self, LogFormat, LogOutput};
+    let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".to_string());
+    if let Err(logging::LoggingError::Filter { .. }) =
+        logging::init(LogFormat::Text, &filter, LogOutput::Stderr)
+    {
+        let _ = logging::init(LogFormat::Text, "warn", LogOutput::Stderr);
+    }
 }
 
 impl Args {

@@ -11,7 +11,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::supervisor::Supervisor;
 use super::{KubeletOptions, KubeletPaths, NodeApi, node, runtime};
-use crate::inventory::InventoryNode;
+use kubelet_gitops_core::inventory::InventoryNode;
 
 /// Where a stand-in kubelet is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

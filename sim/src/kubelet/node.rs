@@ -12,7 +12,7 @@ use kubelet_gitops_core::quantity::{Format, Quantity};
 use kubelet_gitops_core::types::KubeletConfiguration;
 use serde_json::{Value, json};
 
-use crate::inventory::InventoryNode;
+use kubelet_gitops_core::inventory::InventoryNode;
 
 /// The version every stand-in kubelet reports.
 pub const KUBELET_VERSION: &str = "v1.36.0";
@@ -259,27 +259,6 @@ fn node_info(node_name: &str) -> Value {
     })
 }
 
-/// The labels a kubelet puts on its Node at registration: the inventory's, the ones of
-/// `--node-labels`, and the well-known ones.
-pub fn node_labels(node: &InventoryNode) -> BTreeMap<String, String> {
-    let mut labels = node.labels.clone();
-    if let Ok(args) = node.kubelet_args()
-        && let Ok(flags) = KubeletFlags::parse(&args)
-    {
-        labels.extend(flags.node_labels());
-    }
-    for (k, v) in [
-        ("beta.kubernetes.io/arch", "amd64"),
-        ("beta.kubernetes.io/os", "linux"),
-        ("kubernetes.io/arch", "amd64"),
-        ("kubernetes.io/hostname", node.name.as_str()),
-        ("kubernetes.io/os", "linux"),
-    ] {
-        labels.insert(k.to_string(), v.to_string());
-    }
-    labels
-}
-
 /// The Node object of `node` (number `index` in its inventory) as a kubelet listening on
 /// `kubelet_port` registers it: labels, the attach-detach annotation, capacity and
 /// allocatable for the config the node starts with ([`initial_effective_config`] on a
@@ -308,7 +287,7 @@ pub fn node_object_with(node: &InventoryNode, status: &NodeStatus, now: &str) ->
         "kind": "Node",
         "metadata": {
             "name": node.name,
-            "labels": node_labels(node),
+            "labels": node.registered_labels(),
             "annotations": {
                 "volumes.kubernetes.io/controller-managed-attach-detach": "true",
             },
@@ -534,7 +513,7 @@ mod tests {
     use std::time::Duration;
 
     fn node(flags: Option<&str>) -> InventoryNode {
-        crate::inventory::Inventory::parse(
+        kubelet_gitops_core::inventory::Inventory::parse(
             "inv.yaml",
             format!(
                 "nodes:\n- name: w1\n  labels: {{pool: gpu}}\n  capacity: {{cpu: \"4\", memory: 16Gi, ephemeral-storage: 50Gi, pods: \"30\"}}\n{}",

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::node::{host_pid_max, initial_config_yaml};
 use super::{noderoot, startup, write_atomic};
-use crate::inventory::InventoryNode;
+use kubelet_gitops_core::inventory::InventoryNode;
 
 /// Files a kubeadm node on Ubuntu has that kubelet configurations name, with their
 /// content: (path on the node, content). Written once; a node keeps its disk.
@@ -262,7 +262,7 @@ mod tests {
 
     #[test]
     fn the_sim_manages_config_paths() {
-        let inv = crate::inventory::Inventory::parse(
+        let inv = kubelet_gitops_core::inventory::Inventory::parse(
             "i.yaml",
             b"nodes:\n- name: node-a\n  capacity: {cpu: \"1\", memory: 1Gi, ephemeral-storage: 1Gi, pods: \"1\"}\n  kubeletFlags: \"--config=/etc/k.yaml\"\n",
         )
@@ -274,7 +274,7 @@ mod tests {
 
     #[test]
     fn the_flags_name_node_paths_not_the_root() {
-        let inv = crate::inventory::Inventory::parse(
+        let inv = kubelet_gitops_core::inventory::Inventory::parse(
             "i.yaml",
             b"nodes:\n- name: node-a\n  capacity: {cpu: \"1\", memory: 1Gi, ephemeral-storage: 1Gi, pods: \"1\"}\n  kubeletFlags: \"--max-pods=7\"\n",
         )

@@ -10,7 +10,7 @@ use super::{
     HttpTarget, Kind, KubeletHandle, KubeletOptions, KubeletPaths, KubeletSpec, NodeApi,
     write_atomic,
 };
-use crate::inventory::InventoryNode;
+use kubelet_gitops_core::inventory::InventoryNode;
 
 /// Options of a stand-in kubelet running as its own process.
 #[derive(Debug, Clone)]
@@ -124,7 +124,7 @@ fn inventory_node_from_object(obj: &Value) -> anyhow::Result<InventoryNode> {
         text.parse()
             .map_err(|e| anyhow::anyhow!("node {name}: status.capacity.{r} {text:?}: {e}"))
     };
-    let capacity = crate::inventory::Capacity {
+    let capacity = kubelet_gitops_core::inventory::Capacity {
         cpu: cap("cpu")?,
         memory: cap("memory")?,
         ephemeral_storage: cap("ephemeral-storage")?,

@@ -17,7 +17,7 @@ use kubelet_gitops_core::types::KubeletConfiguration;
 use kubelet_gitops_core::validation::{self, HostInfo};
 use serde_json::{Value, json};
 
-use crate::inventory::InventoryNode;
+use kubelet_gitops_core::inventory::InventoryNode;
 
 use super::KubeletPaths;
 use super::node::{self, NodeStatus};
@@ -480,8 +480,8 @@ mod tests {
             .to_string()
     }
 
-    fn one_node() -> crate::inventory::Inventory {
-        crate::inventory::Inventory::parse(
+    fn one_node() -> kubelet_gitops_core::inventory::Inventory {
+        kubelet_gitops_core::inventory::Inventory::parse(
             "i.yaml",
             b"nodes:\n- name: node-a\n  capacity: {cpu: \"2\", memory: 4Gi, ephemeral-storage: 10Gi, pods: \"110\"}\n",
         )

@@ -302,7 +302,7 @@ async fn reservations_beyond_capacity_leave_allocatable_below_zero() {
 async fn an_exited_kubelet_is_restarted_like_systemd_does() {
     let dir = tempfile::tempdir().unwrap();
     let inventory =
-        kubelet_gitops_sim::inventory::Inventory::parse("i.yaml", INVENTORY.as_bytes()).unwrap();
+        kubelet_gitops_core::inventory::Inventory::parse("i.yaml", INVENTORY.as_bytes()).unwrap();
     let mut config = kubelet_gitops_sim::cluster::SimConfig::new(inventory, dir.path());
     config.kubelet = fast_options();
     config.kubelet.restart_after_exit = Some(Duration::from_millis(300));
@@ -348,7 +348,7 @@ async fn a_stopped_kubelet_refuses_until_restarted() {
 async fn a_cgroup_v1_host_needs_fail_cgroup_v1_off() {
     let dir = tempfile::tempdir().unwrap();
     let inventory =
-        kubelet_gitops_sim::inventory::Inventory::parse("i.yaml", INVENTORY.as_bytes()).unwrap();
+        kubelet_gitops_core::inventory::Inventory::parse("i.yaml", INVENTORY.as_bytes()).unwrap();
     let mut config = kubelet_gitops_sim::cluster::SimConfig::new(inventory, dir.path());
     config.kubelet = fast_options();
     config.cgroup_v2 = false;

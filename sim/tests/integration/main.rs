@@ -12,4 +12,3 @@ mod kubectl_nodes;
 mod kubelet_control;
 mod kubelet_lifecycle;
 mod nodes_cluster;
-mod nodes_inventory;

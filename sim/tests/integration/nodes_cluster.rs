@@ -168,7 +168,7 @@ async fn nodes_are_registered_and_kept_by_their_kubelets() {
 #[tokio::test]
 async fn a_generated_inventory_registers_every_node() {
     let dir = tempfile::tempdir().unwrap();
-    let inventory = kubelet_gitops_sim::inventory::Inventory::generate(200, &["a", "b"]);
+    let inventory = kubelet_gitops_core::inventory::Inventory::generate(200, &["a", "b"]);
     let mut config = kubelet_gitops_sim::cluster::SimConfig::new(inventory, dir.path());
     config.kubelets = false;
     let sim = kubelet_gitops_sim::cluster::Sim::start(config)

@@ -17,11 +17,11 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::api::{Api, PartialObjectMeta, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
+use kubelet_gitops_core::inventory::Inventory;
 use kubelet_gitops_core::protocol::{
     CURRENT_CONFIG, ConfigRef, DESIRED_CONFIG, LOCAL, MESSAGE, OBSERVED_CONFIG, STATE,
 };
 use kubelet_gitops_sim::cluster::{Sim, SimConfig};
-use kubelet_gitops_sim::inventory::Inventory;
 use kubelet_gitops_sim::reqlog::LogEntry;
 use kubelet_gitops_sim::resources::kinds;
 use kubelet_gitops_sim::store::{ListOptions, WriteOptions};

@@ -4,8 +4,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use kubelet_gitops_core::inventory::Inventory;
 use kubelet_gitops_sim::cluster::{Sim, SimConfig};
-use kubelet_gitops_sim::inventory::Inventory;
 use kubelet_gitops_sim::kubelet::{ApiFailure, HttpTarget, KubeletOptions};
 use kubelet_gitops_sim::resources::kinds;
 use serde_json::Value;

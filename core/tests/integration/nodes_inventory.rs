@@ -1,6 +1,6 @@
 //! The node inventory: strict decoding with file and line, validation, generation.
 
-use kubelet_gitops_sim::inventory::{Inventory, InventoryError};
+use kubelet_gitops_core::inventory::{Inventory, InventoryError};
 
 const GOOD: &str = "\
 nodes:
