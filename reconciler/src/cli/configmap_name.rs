@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use kubelet_gitops_core::hash;
+use kubelet_gitops_core::{hash, names};
 
 use super::inputs::Failure;
 use super::inputs::read_file;
@@ -22,11 +22,7 @@ fn check_basename(name: &str) -> Result<(), String> {
             "BASENAME {name:?} must be 1 to {MAX} characters, so that the name with its hash suffix fits 253"
         ));
     }
-    let ok_chars = name
-        .bytes()
-        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
-    let ends_ok = |b: Option<u8>| b.is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
-    if !ok_chars || !ends_ok(name.bytes().next()) || !ends_ok(name.bytes().last()) {
+    if !names::is_dns1123_subdomain(name) {
         return Err(format!(
             "BASENAME {name:?} is not a valid ConfigMap name: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"
         ));

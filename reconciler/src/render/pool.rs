@@ -5,7 +5,7 @@
 //! first one only.
 
 use kubelet_gitops_core::decode::{self, SourceMap, join_index, join_key};
-use kubelet_gitops_core::names::{Wording, label_key_errors, label_value_errors};
+use kubelet_gitops_core::names::{self, Wording, label_key_errors, label_value_errors};
 use kubelet_gitops_core::types::{self as kubelet_types, KubeletConfiguration};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::error::{RepoError, decode_part};
 use super::fields::{is_within, join_path, without_nulls};
 use super::settings::RepoSettings;
-use super::settings::{API_VERSION, POOL_KIND, RolloutDoc, dns1123_label_error, resolve_rollout};
+use super::settings::{API_VERSION, POOL_KIND, RolloutDoc, resolve_rollout};
 use crate::model::{LabelSelector, Operator, PoolSpec};
 
 /// A pool file, decoded and checked, before merging with the base.
@@ -202,7 +202,7 @@ fn decode_name(
         ));
         return None;
     };
-    if let Some(m) = dns1123_label_error(&name) {
+    if let Some(m) = names::joined(names::dns1123_label_errors(&name)) {
         errors.push(RepoError::at_field(
             path,
             map,

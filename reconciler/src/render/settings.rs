@@ -2,6 +2,7 @@
 //! fields shared by the settings' defaults and each pool's `spec.rollout`, and the
 //! include/exclude globs.
 
+use kubelet_gitops_core::names;
 use std::time::Duration;
 
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
@@ -158,7 +159,7 @@ pub(super) fn decode(
         ..RepoSettings::default()
     };
     if let Some(ns) = spec.namespace {
-        match dns1123_label_error(&ns) {
+        match names::joined(names::dns1123_label_errors(&ns)) {
             None => settings.namespace = ns,
             Some(m) => errors.push(RepoError::at_field(
                 path,
@@ -332,29 +333,6 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         return Err(format!("invalid duration {s:?}: must be more than zero"));
     }
     Ok(d)
-}
-
-/// apimachinery's `IsDNS1123Label` as one message (`None` when valid): at most 63
-/// characters of lowercase letters, digits and `-`, starting and ending alphanumeric.
-pub(super) fn dns1123_label_error(s: &str) -> Option<String> {
-    let b = s.as_bytes();
-    let mut msgs = Vec::new();
-    if b.len() > 63 {
-        msgs.push("must be no more than 63 characters".to_string());
-    }
-    let chars_ok = b
-        .iter()
-        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-');
-    let ends_ok = |c: Option<&u8>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
-    if !chars_ok || !ends_ok(b.first()) || !ends_ok(b.last()) {
-        msgs.push(
-            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or \
-             '-', and must start and end with an alphanumeric character (e.g. 'my-name', or \
-             '123-abc')"
-                .to_string(),
-        );
-    }
-    (!msgs.is_empty()).then(|| msgs.join(", "))
 }
 
 /// Where a glob was written, for its error.
