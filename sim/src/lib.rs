@@ -19,3 +19,4 @@ pub mod rules;
 pub mod selector;
 pub mod server;
 pub mod store;
+pub mod time;

@@ -461,51 +461,7 @@ pub fn now_micro() -> String {
     rfc3339(SystemTime::now(), true)
 }
 
-/// `t` in UTC as `2006-01-02T15:04:05Z` (or `...05.000000Z` with `micros`).
-pub fn rfc3339(t: SystemTime, micros: bool) -> String {
-    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs();
-    let (y, mo, day) = civil_from_days((secs / 86_400) as i64);
-    let rem = secs % 86_400;
-    let (h, mi, s) = (rem / 3600, (rem % 3600) / 60, rem % 60);
-    if micros {
-        format!(
-            "{y:04}-{mo:02}-{day:02}T{h:02}:{mi:02}:{s:02}.{:06}Z",
-            d.subsec_micros()
-        )
-    } else {
-        format!("{y:04}-{mo:02}-{day:02}T{h:02}:{mi:02}:{s:02}Z")
-    }
-}
-
-/// `MMDD hh:mm:ss.uuuuuu` for klog lines.
-pub(crate) fn klog_time(t: SystemTime) -> String {
-    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs();
-    let (_, mo, day) = civil_from_days((secs / 86_400) as i64);
-    let rem = secs % 86_400;
-    format!(
-        "{mo:02}{day:02} {:02}:{:02}:{:02}.{:06}",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60,
-        d.subsec_micros()
-    )
-}
-
-/// Days since 1970-01-01 to (year, month, day), Howard Hinnant's algorithm.
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
-}
+pub use crate::time::{klog_time, rfc3339};
 
 #[cfg(test)]
 mod tests {

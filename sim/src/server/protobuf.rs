@@ -10,6 +10,8 @@
 use base64::Engine;
 use serde_json::{Map, Value};
 
+use crate::time::rfc3339_secs;
+
 /// How one field is decoded.
 #[derive(Clone, Copy)]
 enum Kind {
@@ -187,28 +189,7 @@ fn time(buf: &[u8]) -> Result<Option<String>, String> {
     if seconds == GO_ZERO_TIME_SECONDS {
         return Ok(None);
     }
-    Ok(Some(format_rfc3339(seconds)))
-}
-
-/// `YYYY-MM-DDTHH:MM:SSZ` for Unix seconds (civil-from-days, Howard Hinnant).
-fn format_rfc3339(secs: i64) -> String {
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    Ok(Some(rfc3339_secs(seconds)))
 }
 
 fn message(buf: &[u8], schema: &[Field]) -> Result<Map<String, Value>, String> {
@@ -396,7 +377,7 @@ mod tests {
         let mut body = b"k8s\0".to_vec();
         ld(1, &tm, &mut body);
         assert!(decode(&body).is_err_and(|e| e.contains("Deployment")));
-        assert_eq!(format_rfc3339(0), "1970-01-01T00:00:00Z");
-        assert_eq!(format_rfc3339(951_872_400), "2000-03-01T01:00:00Z");
+        assert_eq!(rfc3339_secs(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339_secs(951_872_400), "2000-03-01T01:00:00Z");
     }
 }

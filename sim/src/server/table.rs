@@ -3,11 +3,10 @@
 //! Tables and prints them as they come. The server always sends every column; kubectl
 //! hides priority-1 columns unless `-o wide`.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use serde_json::{Map, Value, json};
 
 use crate::resources::ResourceType;
+pub(crate) use crate::time::{now_secs, parse_timestamp};
 
 /// What a row's `object` holds (`includeObject` query parameter).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -235,48 +234,6 @@ fn count_keys(v: Option<&Value>) -> usize {
     v.and_then(Value::as_object).map_or(0, Map::len)
 }
 
-/// Seconds since the Unix epoch of an RFC 3339 UTC timestamp (`2026-01-02T03:04:05Z`,
-/// fractional seconds and a numeric offset allowed).
-pub(crate) fn parse_timestamp(ts: &str) -> Option<i64> {
-    let b = ts.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't') {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| -> Option<i64> { ts.get(r)?.parse::<i64>().ok() };
-    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    let mut rest = &ts[19..];
-    if let Some(frac) = rest.strip_prefix('.') {
-        let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
-        rest = &frac[digits..];
-    }
-    let offset = match rest {
-        "Z" | "z" => 0,
-        _ => {
-            let sign = match rest.as_bytes().first() {
-                Some(b'+') => 1,
-                Some(b'-') => -1,
-                _ => return None,
-            };
-            let oh: i64 = rest.get(1..3)?.parse().ok()?;
-            let om: i64 = rest.get(4..6)?.parse().ok()?;
-            sign * (oh * 3600 + om * 60)
-        }
-    };
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
-        return None;
-    }
-    // Days from civil (Howard Hinnant's algorithm).
-    let y = if mo <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (mo + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some(days * 86_400 + h * 3600 + mi * 60 + sec - offset)
-}
-
 /// `duration.HumanDuration` of apimachinery, for whole seconds.
 pub(crate) fn human_duration(seconds: i64) -> String {
     if seconds < -1 {
@@ -332,12 +289,6 @@ pub(crate) fn human_duration(seconds: i64) -> String {
         };
     }
     format!("{}y", hours / 24 / 365)
-}
-
-fn now_secs() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
 /// `translateTimestampSince`: the age of a timestamp, `<unknown>` when unset.

@@ -1,41 +1,18 @@
 //! Object metadata on untyped JSON objects, and the server's timestamps (RFC 3339 in UTC
 //! to the second, as `metav1.Time` encodes).
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use serde_json::{Map, Value};
 
 use crate::resources::ResourceType;
 
 /// Now as RFC 3339 UTC with seconds (`2024-01-02T03:04:05Z`).
 pub fn now_rfc3339() -> String {
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    rfc3339(secs)
+    crate::time::rfc3339(std::time::SystemTime::now(), false)
 }
 
 /// A Unix time in seconds as RFC 3339 UTC.
 pub fn rfc3339(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if m <= 2 { y + 1 } else { y };
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
+    crate::time::rfc3339_secs(i64::try_from(secs).unwrap_or(i64::MAX))
 }
 
 pub(super) fn meta(obj: &Value) -> Option<&Map<String, Value>> {
