@@ -152,6 +152,23 @@ struct State {
     tables: HashMap<String, Table>,
 }
 
+/// The key of object `name` of `rt`: its namespace (none for cluster-scoped kinds) and
+/// name.
+fn object_key(rt: &ResourceType, ns: Option<&str>, name: &str) -> Key {
+    let ns = if rt.namespaced { ns.unwrap_or("") } else { "" };
+    (ns.to_string(), name.to_string())
+}
+
+impl State {
+    /// The stored object of `rt` at `key`.
+    fn stored(&self, rt: &ResourceType, key: &Key) -> Option<SharedObject> {
+        self.tables
+            .get(&rt.key())
+            .and_then(|t| t.objects.get(key))
+            .cloned()
+    }
+}
+
 struct Inner {
     state: RwLock<State>,
     history_limit: usize,

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use super::events::{storage, user_error, view};
 use super::meta::{meta_str, now_rfc3339, set_meta};
-use super::{Key, Store};
+use super::{Key, Store, object_key};
 use crate::error::ApiError;
 use crate::resources::{RESOURCES, ResourceType};
 
@@ -38,15 +38,9 @@ impl Store {
         preconditions: Option<Value>,
     ) -> Result<Value, ApiError> {
         let mut st = self.write();
-        let key = (
-            if rt.namespaced { ns.unwrap_or("") } else { "" }.to_string(),
-            name.to_string(),
-        );
+        let key = object_key(rt, ns, name);
         let existing = st
-            .tables
-            .get(&rt.key())
-            .and_then(|t| t.objects.get(&key))
-            .cloned()
+            .stored(rt, &key)
             .ok_or_else(|| ApiError::not_found(rt, name))?;
         if let Some(p) = preconditions.as_ref().and_then(Value::as_object) {
             if let Some(uid) = p.get("uid").and_then(Value::as_str) {

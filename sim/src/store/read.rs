@@ -9,7 +9,7 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 
 use super::events::{parse_field_selector_for, storage, user_error, view};
-use super::{Key, SharedObject, Store};
+use super::{Key, SharedObject, Store, object_key};
 use crate::error::ApiError;
 use crate::resources::ResourceType;
 use crate::selector::{FieldSelector, LabelSelector};
@@ -72,17 +72,9 @@ impl Store {
     }
 
     fn get_impl(&self, rt: &ResourceType, ns: Option<&str>, name: &str) -> Result<Value, ApiError> {
-        let ns = if rt.namespaced { ns.unwrap_or("") } else { "" };
-        let key = (ns.to_string(), name.to_string());
-        let found = {
-            let st = self.read();
-            st.tables
-                .get(&rt.key())
-                .and_then(|t| t.objects.get(&key))
-                .map(|o| o.object.clone())
-        };
+        let found = self.read().stored(rt, &object_key(rt, ns, name));
         match found {
-            Some(o) => Ok((*o).clone()),
+            Some(o) => Ok((*o.object).clone()),
             None => Err(ApiError::not_found(rt, name)),
         }
     }

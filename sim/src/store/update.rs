@@ -12,7 +12,7 @@ use super::managed::{ManagedUpdate, render_managed, track_update};
 use super::meta::{meta, meta_str, obj_rv, remove_meta, set_meta, with_type_meta};
 use super::read::parse_rv;
 use super::strategy::{allow_create_on_update, prepare_secret, shape_update};
-use super::{Key, SharedObject, State, Store, WriteOptions, check_body, check_name};
+use super::{Key, SharedObject, State, Store, WriteOptions, check_body, check_name, object_key};
 use crate::error::{ApiError, Cause};
 use crate::patch::{self, PatchError};
 use crate::resources::ResourceType;
@@ -61,15 +61,8 @@ impl Store {
         let mut obj = check_body(rt, obj)?;
         check_name(rt, ns, name, &mut obj)?;
         let mut st = self.write();
-        let key = (
-            if rt.namespaced { ns.unwrap_or("") } else { "" }.to_string(),
-            name.to_string(),
-        );
-        let existing = st
-            .tables
-            .get(&rt.key())
-            .and_then(|t| t.objects.get(&key))
-            .cloned();
+        let key = object_key(rt, ns, name);
+        let existing = st.stored(rt, &key);
         let Some(existing) = existing else {
             if allow_create_on_update(rt) && subresource.is_none() {
                 remove_meta(&mut obj, "resourceVersion");
@@ -229,15 +222,8 @@ impl Store {
             parsed
         };
         let mut st = self.write();
-        let key = (
-            if rt.namespaced { ns.unwrap_or("") } else { "" }.to_string(),
-            name.to_string(),
-        );
-        let existing = st
-            .tables
-            .get(&rt.key())
-            .and_then(|t| t.objects.get(&key))
-            .cloned();
+        let key = object_key(rt, ns, name);
+        let existing = st.stored(rt, &key);
         let Some(existing) = existing else {
             if patch_type == PatchType::Apply && sub.is_empty() {
                 return self.apply_create(&mut st, rt, ns, name, parsed, opts);
