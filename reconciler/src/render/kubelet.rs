@@ -82,29 +82,39 @@ pub(super) fn decode_base(path: &str, bytes: &[u8], errors: &mut Vec<RepoError>)
         return None;
     };
     let mut ok = true;
-    for (key, expected) in [
-        ("apiVersion", kubelet_types::API_VERSION),
-        ("kind", kubelet_types::KIND),
-    ] {
-        match fields.remove(key) {
-            None | Some(Value::Null) => {}
-            Some(Value::String(s)) if s == expected => {}
-            Some(other) => {
-                ok = false;
-                errors.push(RepoError::at_field(
-                    path,
-                    &map,
-                    key,
-                    format!("{key} is {other}, expected {expected:?} (or leave it out)"),
-                ));
-            }
-        }
+    for (key, other, expected) in take_type_meta(fields) {
+        ok = false;
+        errors.push(RepoError::at_field(
+            path,
+            &map,
+            key,
+            format!("{key} is {other}, expected {expected:?} (or leave it out)"),
+        ));
     }
     ok.then(|| Base {
         path: Some(path.to_string()),
         value,
         map,
     })
+}
+
+/// Removes `apiVersion` and `kind` from KubeletConfiguration `fields` (rendering writes
+/// them) and returns each that said something other than the kubelet's: (key, what it
+/// said, what it must say).
+pub(super) fn take_type_meta(
+    fields: &mut serde_json::Map<String, Value>,
+) -> Vec<(&'static str, Value, &'static str)> {
+    [
+        ("apiVersion", kubelet_types::API_VERSION),
+        ("kind", kubelet_types::KIND),
+    ]
+    .into_iter()
+    .filter_map(|(key, expected)| match fields.remove(key) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s == expected => None,
+        Some(other) => Some((key, other, expected)),
+    })
+    .collect()
 }
 
 /// Merges the pool over the base, renders the YAML, and validates it as the kubelet

@@ -6,13 +6,14 @@
 
 use kubelet_gitops_core::decode::{self, SourceMap, join_index, join_key};
 use kubelet_gitops_core::names::{self, Wording, label_key_errors, label_value_errors};
-use kubelet_gitops_core::types::{self as kubelet_types, KubeletConfiguration};
+use kubelet_gitops_core::types::KubeletConfiguration;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::Value;
 
 use super::error::{RepoError, decode_part};
 use super::fields::{is_within, join_path, without_nulls};
+use super::kubelet::take_type_meta;
 use super::settings::RepoSettings;
 use super::settings::{API_VERSION, POOL_KIND, RolloutDoc, resolve_rollout};
 use crate::model::{LabelSelector, Operator, PoolSpec};
@@ -305,25 +306,14 @@ fn decode_kubelet(
         return None;
     };
     let mut ok = true;
-    for (key, expected) in [
-        ("apiVersion", kubelet_types::API_VERSION),
-        ("kind", kubelet_types::KIND),
-    ] {
-        match fields.remove(key) {
-            None | Some(Value::Null) => {}
-            Some(Value::String(s)) if s == expected => {}
-            Some(other) => {
-                ok = false;
-                errors.push(RepoError::at_field(
-                    path,
-                    map,
-                    join_key(PREFIX, key),
-                    format!(
-                        "{key} is {other}; spec.kubelet may only say {expected:?} (or leave it out)"
-                    ),
-                ));
-            }
-        }
+    for (key, other, expected) in take_type_meta(fields) {
+        ok = false;
+        errors.push(RepoError::at_field(
+            path,
+            map,
+            join_key(PREFIX, key),
+            format!("{key} is {other}; spec.kubelet may only say {expected:?} (or leave it out)"),
+        ));
     }
     let set = set_paths(&value);
     for forbidden in &settings.policy.forbidden_pool_fields {
