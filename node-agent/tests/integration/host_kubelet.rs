@@ -2,12 +2,10 @@
 //! `curl -fsS -X POST <sim>/sim/v1/nodes/<node>/kubelet/restart`), and the HTTP client's
 //! token and error handling against a scripted server.
 
-mod host_support;
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use host_support::{config, handle, kubelet_client, node_context, start_sim};
+use crate::support::host::{config, handle, kubelet_client, node_context, start_sim};
 use kubelet_gitops_sim::kubelet::KubeletPhase;
 use node_agent::checkpoint::write_atomic;
 use node_agent::error::KubeletError;
@@ -37,6 +35,8 @@ async fn healthz_and_configz_of_a_running_stand_in() {
 
 #[tokio::test]
 async fn restart_then_wait_ready_sees_the_new_config() {
+    // Restarts the stand-in with a command.
+    let _children = crate::support::children().await;
     let dir = tempfile::tempdir().unwrap();
     let sim = start_sim(dir.path(), None, true).await;
     let k = handle(&sim);
@@ -72,6 +72,8 @@ async fn restart_then_wait_ready_sees_the_new_config() {
 
 #[tokio::test]
 async fn wait_ready_times_out_on_a_config_the_stand_in_rejects() {
+    // Restarts the stand-in with a command.
+    let _children = crate::support::children().await;
     let dir = tempfile::tempdir().unwrap();
     let sim = start_sim(dir.path(), None, true).await;
     let k = handle(&sim);
@@ -118,6 +120,8 @@ async fn wait_ready_times_out_on_a_config_the_stand_in_rejects() {
 
 #[tokio::test]
 async fn a_restart_command_that_fails_is_an_error() {
+    // Restarts the stand-in with a command.
+    let _children = crate::support::children().await;
     let dir = tempfile::tempdir().unwrap();
     let sim = start_sim(dir.path(), None, true).await;
     let k = handle(&sim);
@@ -182,6 +186,8 @@ async fn scripted(answers: Vec<(u16, &'static str)>) -> Scripted {
 
 #[tokio::test]
 async fn the_bearer_token_is_read_from_its_file_on_every_request() {
+    // Restarts the stand-in with a command.
+    let _children = crate::support::children().await;
     let server = scripted(vec![
         (200, "ok"),
         (200, "{\"kubeletconfig\": {\"maxPods\": 7}}"),

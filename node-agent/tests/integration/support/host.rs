@@ -1,5 +1,4 @@
-//! Shared by the host_* tests that run against the sim's stand-in kubelet.
-#![allow(dead_code)]
+//! For the `host_*` tests that run against the sim's stand-in kubelet.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -14,8 +13,7 @@ use node_agent::hostflags::{FlagSource, read_flags};
 use node_agent::kubelet::{Kubelet, KubeletSettings, RestartMethod};
 use node_agent::validate::{NodeContext, Placement};
 
-/// The one node of the test inventories.
-pub const NODE: &str = "w1";
+use super::NODE;
 
 pub fn inventory(flags: Option<&str>) -> String {
     let mut s = format!(

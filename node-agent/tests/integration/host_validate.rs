@@ -2,12 +2,10 @@
 //! kubelet starts with, what it rejects it says why in the kubelet's words, and a reserved
 //! cgroup the agent creates is one the stand-in accepts, on cgroup v1 and v2.
 
-mod host_support;
-
 use std::path::PathBuf;
 use std::time::Duration;
 
-use host_support::{config, handle, kubelet_client, node_context, start_sim};
+use crate::support::host::{config, handle, kubelet_client, node_context, start_sim};
 use kubelet_gitops_core::protocol::reason;
 use kubelet_gitops_sim::kubelet::{KubeletPaths, KubeletPhase};
 use node_agent::cgroups::{self, verify_pods};
@@ -18,6 +16,8 @@ use node_agent::validate::{Placement, Rejection, effective_config, validate_payl
 const KUBE_RESERVED: &str = "enforceNodeAllocatable: [pods, kube-reserved]\nkubeReserved: {cpu: 500m, memory: 512Mi}\nkubeReservedCgroup: /kube.slice\n";
 
 async fn created_cgroup_is_accepted_by_the_stand_in(cgroup_v2: bool) {
+    // Restarts the stand-in with a command.
+    let _children = crate::support::children().await;
     let dir = tempfile::tempdir().unwrap();
     let sim = start_sim(dir.path(), None, cgroup_v2).await;
     let k = handle(&sim);
@@ -267,6 +267,8 @@ async fn flag_overrides_are_reported() {
 
 #[tokio::test]
 async fn drop_in_mode_merges_over_the_nodes_file() {
+    // Restarts the stand-in with a command.
+    let _children = crate::support::children().await;
     let dir = tempfile::tempdir().unwrap();
     let sim = start_sim(dir.path(), None, true).await;
     let k = handle(&sim);
