@@ -12,6 +12,7 @@
 //! Nothing in this crate talks to a Kubernetes API server.
 
 pub mod allocatable;
+pub mod configz;
 pub mod decode;
 pub mod defaults;
 pub mod duration;
@@ -22,5 +23,6 @@ pub mod hash;
 pub mod hostpath;
 pub mod protocol;
 pub mod quantity;
+pub mod state_files;
 pub mod types;
 pub mod validation;

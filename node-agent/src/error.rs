@@ -11,6 +11,7 @@
 //! - [`CgroupError`]: creating, limiting or reading cgroups. Reported; the apply stops.
 //! - [`KubeletError`]: restarting and probing the kubelet. A restart or readiness failure
 //!   leads to a roll back.
+//! - [`FileError`]: the kubelet's config file (or the agent's drop-in).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -227,6 +228,35 @@ pub enum KubeletError {
         humantime::format_duration(*.timeout)
     )]
     NotReady { timeout: Duration, last: String },
+}
+
+/// Reading, writing or removing the kubelet's config file (or the agent's drop-in).
+#[derive(Debug, thiserror::Error)]
+#[error("failed to {op} {path}")]
+pub struct FileError {
+    /// What was being done: `read`, `write`, `remove` ...
+    pub op: &'static str,
+    /// On what.
+    pub path: PathBuf,
+    /// Why it failed.
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// An error and its causes, `: `-joined; a cause whose text the message holds already is
+/// left out.
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cur = s.source();
+    }
+    out
 }
 
 /// The innermost cause of `e`, made short for a message a person reads on a Node: an

@@ -10,8 +10,9 @@ use kubelet_gitops_core::protocol::reason;
 use kubelet_gitops_sim::kubelet::{KubeletPaths, KubeletPhase};
 use node_agent::cgroups::{self, verify_pods};
 use node_agent::checkpoint::write_atomic;
+use node_agent::config_file::Placement;
 use node_agent::hostflags::host_path;
-use node_agent::validate::{Placement, Rejection, effective_config, validate_payload};
+use node_agent::validate::{Rejection, effective_config, validate_payload};
 
 const KUBE_RESERVED: &str = "enforceNodeAllocatable: [pods, kube-reserved]\nkubeReserved: {cpu: 500m, memory: 512Mi}\nkubeReservedCgroup: /kube.slice\n";
 

@@ -11,9 +11,10 @@ use kubelet_gitops_core::protocol::{ConfigRef, State, reason};
 use node_agent::agent::decide::{Assignment, Desired, Failed, Observed, Step, decide};
 use node_agent::args::DROP_IN_FILE;
 use node_agent::checkpoint::{ApplyPhase, Assigned, Checkpoint, CheckpointStore, write_atomic};
+use node_agent::config_file::Placement;
+use node_agent::lock::AgentLock;
 use node_agent::report::Report;
-use node_agent::rescue::{self, AgentLock, Idle, Outcome, Settings, Sighting};
-use node_agent::validate::Placement;
+use node_agent::rescue::{self, Idle, Outcome, Settings, Sighting};
 
 const A: &[u8] = b"maxPods: 110\n";
 const B: &[u8] = b"maxPods: 1\ncpuManagerPolicy: static\n";

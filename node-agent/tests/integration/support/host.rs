@@ -9,9 +9,10 @@ use kubelet_gitops_sim::cluster::{Sim, SimConfig};
 use kubelet_gitops_sim::inventory::Inventory;
 use kubelet_gitops_sim::kubelet::{KubeletHandle, KubeletOptions, KubeletPaths};
 use node_agent::cgroups::{CgroupConfig, CgroupDriver};
+use node_agent::config_file::Placement;
 use node_agent::hostflags::{FlagSource, read_flags};
 use node_agent::kubelet::{Kubelet, KubeletSettings, RestartMethod};
-use node_agent::validate::{NodeContext, Placement};
+use node_agent::validate::NodeContext;
 
 use super::NODE;
 
