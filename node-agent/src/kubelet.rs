@@ -19,7 +19,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 use tracing::{info, instrument};
 
-pub use probe::{Probe, ProbeSettings, install_crypto_provider};
+pub use probe::{Probe, install_crypto_provider};
 pub use restart::{
     BoxFuture, CommandRestarter, RecordingRestarter, RestartMethod, Restarter, SystemdRestarter,
     check_unit_name,
@@ -90,26 +90,7 @@ impl Kubelet {
         settings: KubeletSettings,
         restarter: Arc<dyn Restarter>,
     ) -> Result<Kubelet, KubeletError> {
-        let KubeletSettings {
-            restart: _,
-            healthz_url,
-            configz_url,
-            token_file,
-            ca_file,
-            insecure_skip_tls_verify,
-            restart_timeout: _,
-            poll_interval,
-            request_timeout,
-        } = settings;
-        let probe = Probe::new(ProbeSettings {
-            healthz_url,
-            configz_url,
-            token_file,
-            ca_file,
-            insecure_skip_tls_verify,
-            poll_interval,
-            request_timeout,
-        })?;
+        let probe = Probe::new(settings)?;
         Ok(Kubelet { restarter, probe })
     }
 

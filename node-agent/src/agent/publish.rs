@@ -229,34 +229,15 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::agent::decide::tests::node;
 
     fn cm(name: &str) -> ConfigRef {
         ConfigRef::configmap("kubelet-gitops", name)
     }
 
-    fn observed(desired: Desired, report: Report) -> Observed {
-        Observed {
-            now: 1000,
-            desired,
-            health_timeout: 120,
-            lkg_grace: 600,
-            recheck: 60,
-            report,
-            assigned: None,
-            last_known_good: ConfigRef::Local,
-            has_local_original: true,
-            disk: None,
-            pods_cgroup: None,
-            kubelet_healthy: None,
-            verification: None,
-            retry: None,
-            note: None,
-        }
-    }
-
     #[test]
     fn a_transitional_report_is_about_the_desired_config() {
-        let o = observed(Desired::Config(cm("b")), Report::default());
+        let o = node().desired("b").0;
         let r = transitional(&o, State::Applying, "applying".into());
         assert_eq!(r.state, Some(State::Applying));
         assert_eq!(r.observed.as_deref(), Some("kubelet-gitops/b"));
@@ -264,15 +245,15 @@ mod tests {
         assert_eq!(r.last_known_good.as_deref(), Some(LOCAL));
         assert!(in_flight_is_desired(&o, &cm("b")));
         assert!(!in_flight_is_desired(&o, &ConfigRef::Local));
-        let local = observed(Desired::Local, Report::default());
+        let local = node().0;
         assert!(in_flight_is_desired(&local, &ConfigRef::Local));
-        let invalid = observed(
-            Desired::Invalid {
+        let invalid = Observed {
+            desired: Desired::Invalid {
                 value: "x".into(),
                 reason: "y".into(),
             },
-            Report::default(),
-        );
+            ..local
+        };
         assert!(!in_flight_is_desired(&invalid, &ConfigRef::Local));
     }
 
@@ -298,7 +279,7 @@ mod tests {
 
     #[test]
     fn a_pods_cgroup_finding_is_new_until_the_node_shows_it() {
-        let mut o = observed(Desired::Config(cm("b")), Report::default());
+        let mut o = node().desired("b").0;
         assert_eq!(new_pods_cgroup_finding(&o), None);
         o.pods_cgroup = Some(PodsCgroup::Differs("pods cgroup memory.max: x".into()));
         assert_eq!(

@@ -15,7 +15,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 use tracing::{debug, info, instrument, warn};
 
-use super::truncate;
+use super::{KubeletSettings, truncate};
 use crate::error::{KubeletError, brief, root_cause};
 
 /// Installs rustls's ring crypto provider as the process default (reqwest is built
@@ -23,27 +23,6 @@ use crate::error::{KubeletError, brief, root_cause};
 pub fn install_crypto_provider() {
     // An error only says a provider is already installed.
     let _ = rustls::crypto::ring::default_provider().install_default();
-}
-
-/// Where and how to reach the kubelet's endpoints.
-#[derive(Debug, Clone)]
-pub struct ProbeSettings {
-    /// `http://127.0.0.1:10248/healthz` on a real node.
-    pub healthz_url: String,
-    /// `https://<node>:10250/configz`; `None` verifies by healthz alone.
-    pub configz_url: Option<String>,
-    /// A file holding the bearer token sent with every request (re-read each time, as
-    /// projected tokens rotate).
-    pub token_file: Option<PathBuf>,
-    /// PEM bundle of the CAs to trust instead of the platform's (the kubelet's serving
-    /// certificate is often self-signed: its `kubelet.crt`).
-    pub ca_file: Option<PathBuf>,
-    /// Accept any certificate (for self-signed serving certificates without a CA file).
-    pub insecure_skip_tls_verify: bool,
-    /// Pause between readiness polls.
-    pub poll_interval: Duration,
-    /// Bound on one HTTP request.
-    pub request_timeout: Duration,
 }
 
 /// The kubelet's healthz and configz, as the agent asks them.
@@ -58,15 +37,18 @@ pub struct Probe {
 }
 
 impl Probe {
-    /// A probe with its HTTP client (the CA file is read now).
-    pub fn new(settings: ProbeSettings) -> Result<Probe, KubeletError> {
+    /// A probe of the endpoints `settings` name, with its HTTP client (the CA file is read
+    /// now); `settings.restart` is not used.
+    pub fn new(settings: KubeletSettings) -> Result<Probe, KubeletError> {
         install_crypto_provider();
-        let ProbeSettings {
+        let KubeletSettings {
+            restart: _,
             healthz_url,
             configz_url,
             token_file,
             ca_file,
             insecure_skip_tls_verify,
+            restart_timeout: _,
             poll_interval,
             request_timeout,
         } = settings;

@@ -31,7 +31,8 @@ use crate::config_file::Placement;
 /// OnFailure= unit would never run. Exit codes: 0 whatever it did, 1 on an error, 2 on
 /// invalid options; the `-` of ExecStartPre ignores them all: the kubelet always starts.
 ///
-/// The options it shares with the agent must say what the agent's say.
+/// The options it shares with the agent must say what the agent's say. Logs go to stderr:
+/// the kubelet's journal.
 #[derive(Debug, Parser)]
 #[command(name = "kubelet-gitops-rescue", version, max_term_width = 100)]
 pub struct RescueArgs {
