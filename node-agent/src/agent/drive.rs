@@ -17,7 +17,7 @@ use tracing::{debug, error, info, warn};
 use super::AgentError;
 use super::admin::AdminState;
 use super::context::NodeSetup;
-use super::decide::{Retry, Step, VerifyFailure, decide};
+use super::decide::{Observed, Retry, Step, VerifyFailure, decide};
 use super::metrics::Metrics;
 use crate::args::Config;
 use crate::checkpoint::CheckpointStore;
@@ -281,7 +281,7 @@ impl Driver {
         &mut self,
         step: Step,
         node: &Node,
-        o: &super::decide::Observed,
+        o: &Observed,
         setup: &NodeSetup,
     ) -> Result<Next, AgentError> {
         let seen = Some((node, o));

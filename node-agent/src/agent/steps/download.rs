@@ -10,12 +10,12 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kubelet_gitops_core::protocol::{CONFIGMAP_KEY, ConfigRef, State, reason};
 use tracing::{info, instrument, warn};
 
-use super::super::AgentError;
-use super::super::context::NodeSetup;
-use super::super::decide::{Observed, Retry};
-use super::super::drive::{Driver, secs_ceil, unix_now};
-use super::super::metrics::Outcome;
-use super::super::publish::{overrides_note, transitional};
+use crate::agent::AgentError;
+use crate::agent::context::NodeSetup;
+use crate::agent::decide::{Observed, Retry};
+use crate::agent::drive::{Driver, secs_ceil, unix_now};
+use crate::agent::metrics::Outcome;
+use crate::agent::publish::{overrides_note, transitional};
 use crate::checkpoint::{ApplyPhase, Assigned, Checkpoint};
 use crate::error::chain;
 use crate::report::{EventType, event_reason};

@@ -7,10 +7,10 @@ use k8s_openapi::api::core::v1::Node;
 use kubelet_gitops_core::protocol::State;
 use tracing::{info, instrument, warn};
 
-use super::super::AgentError;
-use super::super::decide::Observed;
-use super::super::drive::Driver;
-use super::super::publish::{in_flight_is_desired, transitional};
+use crate::agent::AgentError;
+use crate::agent::decide::Observed;
+use crate::agent::drive::Driver;
+use crate::agent::publish::{in_flight_is_desired, transitional};
 use crate::checkpoint::{ApplyPhase, Assigned};
 use crate::report::{EventType, event_reason};
 

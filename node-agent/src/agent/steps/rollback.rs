@@ -5,11 +5,11 @@
 use kubelet_gitops_core::protocol::ConfigRef;
 use tracing::{error, instrument, warn};
 
-use super::super::AgentError;
-use super::super::decide::Observed;
-use super::super::drive::{Driver, unix_now};
-use super::super::metrics::Outcome;
-use super::super::publish::in_flight_is_desired;
+use crate::agent::AgentError;
+use crate::agent::decide::Observed;
+use crate::agent::drive::{Driver, unix_now};
+use crate::agent::metrics::Outcome;
+use crate::agent::publish::in_flight_is_desired;
 use crate::checkpoint::{ApplyPhase, Assigned, Checkpoint, Verdict};
 
 impl Driver {

@@ -9,14 +9,14 @@ use k8s_openapi::api::core::v1::Node;
 use kubelet_gitops_core::protocol::{ConfigRef, reason};
 use tracing::{error, info, instrument, warn};
 
-use super::super::AgentError;
-use super::super::context::NodeSetup;
-use super::super::decide::{self as plan, Observed, VerifyFailure};
-use super::super::drive::{Driver, human, unix_now};
-use super::super::metrics::Outcome;
-use super::super::publish::in_flight_is_desired;
-use super::super::ready;
 use super::MAX_REASON;
+use crate::agent::AgentError;
+use crate::agent::context::NodeSetup;
+use crate::agent::decide::{self as plan, Observed, VerifyFailure};
+use crate::agent::drive::{Driver, human, unix_now};
+use crate::agent::metrics::Outcome;
+use crate::agent::publish::in_flight_is_desired;
+use crate::agent::ready;
 use crate::checkpoint::{ApplyPhase, Assigned};
 use crate::error::{KubeletError, brief, cap, chain};
 use crate::report::{EventType, event_reason};
@@ -39,10 +39,10 @@ enum Check {
 
 impl Driver {
     /// Records a failed verification (or restart) of the assignment `a` in flight, for
-    /// [`super::super::decide`]. When `a` is a rollback's fallback, this is the rollback failing: an
-    /// Event `KubeletConfigRollbackFailed` says so (once per attempt; bounded, it never
-    /// holds up anything), and the report (state `RolledBack`, a message that a person
-    /// must act) follows from the next decision.
+    /// the next decision. When `a` is a rollback's fallback, this is the rollback failing:
+    /// an Event `KubeletConfigRollbackFailed` on `node` (`None`: no Node) says so (once per
+    /// attempt; bounded, it never holds up anything), and the report (state `RolledBack`,
+    /// a message that a person must act) follows from the next decision.
     pub(super) async fn record_failure(
         &mut self,
         node: Option<&Node>,
