@@ -92,7 +92,9 @@ async fn a_deleted_node_leaves_the_kubelet_alone_until_it_is_back() {
     use kube::Api;
     use kube::api::{DeleteParams, PostParams};
 
-    let mut h = Harness::start().await;
+    // Alone: it looks at the node between two of the agent's writes, a window that the
+    // fsyncs of tests beside it would widen.
+    let mut h = Harness::start_alone().await;
     h.start_agent(&[]);
     let yaml = config_with("kubeAPIQPS: 15\n");
     let cm = h.publish("general", &yaml).await;
@@ -164,7 +166,9 @@ async fn a_deleted_node_leaves_the_kubelet_alone_until_it_is_back() {
 /// upgrade) is not drift but the new original, which a later return to local brings back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_saved_local_config_follows_the_node_file_while_the_node_runs_it() {
-    let mut h = Harness::start().await;
+    // Alone: it looks at the node between two of the agent's writes, a window that the
+    // fsyncs of tests beside it would widen.
+    let mut h = Harness::start_alone().await;
     let original = std::fs::read_to_string(h.config_file()).unwrap();
     let saved = h.checkpoint_dir().join("local/kubelet");
     h.start_agent(&[]);

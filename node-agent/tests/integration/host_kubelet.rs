@@ -34,8 +34,6 @@ async fn healthz_and_configz_of_a_running_stand_in() {
 
 #[tokio::test]
 async fn restart_then_wait_ready_sees_the_new_config() {
-    // Restarts the stand-in with a command.
-    let _children = crate::support::children().await;
     let dir = tempfile::tempdir().unwrap();
     let sim = start_sim(dir.path(), None, true).await;
     let k = handle(&sim);
@@ -71,8 +69,6 @@ async fn restart_then_wait_ready_sees_the_new_config() {
 
 #[tokio::test]
 async fn wait_ready_times_out_on_a_config_the_stand_in_rejects() {
-    // Restarts the stand-in with a command.
-    let _children = crate::support::children().await;
     let dir = tempfile::tempdir().unwrap();
     let sim = start_sim(dir.path(), None, true).await;
     let k = handle(&sim);
@@ -119,8 +115,6 @@ async fn wait_ready_times_out_on_a_config_the_stand_in_rejects() {
 
 #[tokio::test]
 async fn a_restart_command_that_fails_is_an_error() {
-    // Restarts the stand-in with a command.
-    let _children = crate::support::children().await;
     let dir = tempfile::tempdir().unwrap();
     let sim = start_sim(dir.path(), None, true).await;
     let k = handle(&sim);

@@ -17,8 +17,6 @@ use node_agent::validate::{Rejection, effective_config, validate_payload};
 const KUBE_RESERVED: &str = "enforceNodeAllocatable: [pods, kube-reserved]\nkubeReserved: {cpu: 500m, memory: 512Mi}\nkubeReservedCgroup: /kube.slice\n";
 
 async fn created_cgroup_is_accepted_by_the_stand_in(cgroup_v2: bool) {
-    // Restarts the stand-in with a command.
-    let _children = crate::support::children().await;
     let dir = tempfile::tempdir().unwrap();
     let sim = start_sim(dir.path(), None, cgroup_v2).await;
     let k = handle(&sim);
@@ -268,8 +266,6 @@ async fn flag_overrides_are_reported() {
 
 #[tokio::test]
 async fn drop_in_mode_merges_over_the_nodes_file() {
-    // Restarts the stand-in with a command.
-    let _children = crate::support::children().await;
     let dir = tempfile::tempdir().unwrap();
     let sim = start_sim(dir.path(), None, true).await;
     let k = handle(&sim);

@@ -2,8 +2,8 @@
 //! API server and a stand-in kubelet (`agent_*`), each host concern against temp dirs, the
 //! sim's nodes or a private D-Bus (`host_*`), and the host-side rescue (`rescue`).
 //!
-//! The tests run as threads of one process: a test that starts child processes, or that
-//! checks who holds a `flock`, says so through [`support`] (see [`support::children`]).
+//! The tests run as threads of one process: a test that starts child processes or a sim,
+//! or one that must run alone, says so through [`support`] (see [`support::children`]).
 
 mod support;
 

@@ -96,8 +96,8 @@ impl Harness {
         .await
     }
 
-    /// [`Harness::start`] for a test that also checks who holds a `flock`
-    /// ([`super::alone`]).
+    /// [`Harness::start`] for a test that runs alone ([`super::alone`]): one that checks
+    /// who holds a `flock`, or one whose timing other tests beside it would upset.
     pub async fn start_alone() -> Harness {
         Self::start_holding(Processes::Alone {
             _guard: super::alone().await,
