@@ -352,6 +352,21 @@ mod tests {
     }
 
     #[test]
+    fn a_chain_leaves_out_causes_the_message_holds() {
+        let e = Outer(Middle(std::io::Error::other("refused")));
+        assert_eq!(
+            chain(&e),
+            "error sending request for url (http://127.0.0.1:1/healthz): client error (Connect): refused"
+        );
+        let file = FileError {
+            op: "read",
+            path: "/k".into(),
+            source: std::io::Error::other("failed to read /k"),
+        };
+        assert_eq!(chain(&file), "failed to read /k", "said already");
+    }
+
+    #[test]
     fn cap_cuts_at_a_character_boundary() {
         assert_eq!(cap("short", 10), "short");
         assert_eq!(cap("abcdefghij", 6), "abc...");
