@@ -5,7 +5,9 @@
 //! ([`types`]), strict decoding with file/line/field errors ([`decode`]), defaulting
 //! ([`defaults`]) and validation ([`validation`]), the command-line flags and their
 //! precedence ([`flags`], [`effective`]), node allocatable and the cgroup layout
-//! ([`allocatable`]), Kubernetes names and labels ([`names`]).
+//! ([`allocatable`]), what `/configz` shows compared with what was applied ([`configz`]),
+//! the state files a policy change makes stale ([`state_files`]), Kubernetes names and
+//! labels ([`names`]).
 //!
 //! kubelet-gitops: the content-addressed ConfigMap names `kubectl --append-hash` computes
 //! ([`hash`]), the node protocol ([`protocol`]), the node inventory of offline plans and
@@ -17,6 +19,7 @@
 
 pub mod allocatable;
 pub mod atomic;
+pub mod configz;
 mod cpuset;
 pub mod decode;
 pub mod defaults;
@@ -35,5 +38,6 @@ pub mod message;
 pub mod names;
 pub mod protocol;
 pub mod quantity;
+pub mod state_files;
 pub mod types;
 pub mod validation;

@@ -3,32 +3,41 @@
 //! - [`decide`]: the pure decision. Given the Node's annotations, the checkpoint metadata,
 //!   the kubelet's probe and the clock, the next [`decide::Step`]. Most of the behaviour
 //!   is here and tested without any server.
-//! - `drive`: carries a step out (download, checkpoint, validate, write, restart,
-//!   verify, roll back, promote, restore drift) and persists its phase in the checkpoint
-//!   store before the next decision, so a restarted agent resumes where it was.
-//! - [`admin`] and [`metrics`]: `/healthz`, `/readyz`, `/metrics`.
+//! - `drive`: the loop; each pass observes the node (`observe`, with the node's kubelet
+//!   setup read at most once per pass: `context`), decides, and carries the step out
+//!   (`steps`: download, checkpoint, validate, write, restart, verify, roll back,
+//!   promote, restore drift), persisting its phase in the checkpoint store before the
+//!   next decision, so a restarted agent resumes where it was; `publish` says it on the
+//!   Node.
+//! - [`admin`] and [`metrics`]: `/healthz`, `/readyz`, `/metrics`; [`ready`]: Node and
+//!   pod readiness.
 //!
 //! [`run`] starts everything and runs until the future is dropped or a fatal error (one
 //! that a retry cannot fix, such as a kubelet without `--config` in replace mode).
 
 pub mod admin;
+mod context;
 pub mod decide;
 mod drive;
 pub mod metrics;
+mod observe;
+mod publish;
 pub mod ready;
+mod steps;
 
 use std::path::PathBuf;
 
 use kube::Client;
 use tracing::{info, warn};
 
-use crate::args::{Config, LogFormat, Target};
+use crate::args::{Args, Config, LogFormat, Target};
 use crate::checkpoint::CheckpointStore;
-use crate::error::{CheckpointError, HostError, KubeletError};
-use crate::hostflags::{host_path, read_flags};
+use crate::config_file::{ConfigFile, Placement};
+use crate::error::{CheckpointError, FileError, HostError, KubeletError};
+use crate::hostflags::read_flags;
 use crate::kubelet::{Kubelet, KubeletSettings};
+use crate::lock::AgentLock;
 use crate::report::{ReportError, Reporter};
-use crate::validate::Placement;
 use crate::watch::NodeWatch;
 
 /// Why the agent stopped, or a step failed.
@@ -77,6 +86,12 @@ pub enum AgentError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl From<FileError> for AgentError {
+    fn from(FileError { op, path, source }: FileError) -> AgentError {
+        AgentError::Io { op, path, source }
+    }
 }
 
 /// Installs the tracing subscriber: text or JSON lines on stderr, filtered by `filter`.
@@ -163,16 +178,15 @@ async fn client(config: &Config) -> Result<Client, AgentError> {
 pub async fn run(config: Config) -> Result<(), AgentError> {
     crate::kubelet::install_crypto_provider();
     let client = client(&config).await?;
-    let placement = placement(&config)?;
-    let target_file = host_path(&config.host_root, placement.target());
+    let file = ConfigFile::new(placement(&config)?, &config.host_root);
     // Held for the agent's whole life, taken before the store is opened: while it is
     // held, kubelet-gitops-rescue (run by systemd before every kubelet start) leaves the
     // node to the agent; while the rescue works, the agent waits for it.
-    let _lock = crate::rescue::AgentLock::acquire(&config.checkpoint_dir)
+    let _lock = AgentLock::acquire(&config.checkpoint_dir)
         .await
         .map_err(|source| AgentError::Io {
             op: "lock",
-            path: crate::rescue::AgentLock::path(&config.checkpoint_dir),
+            path: AgentLock::path(&config.checkpoint_dir),
             source,
         })?;
     let store = CheckpointStore::open(&config.checkpoint_dir)?;
@@ -193,7 +207,7 @@ pub async fn run(config: Config) -> Result<(), AgentError> {
     info!(
         node = %config.node_name,
         admin = %bound,
-        target = %target_file.display(),
+        target = %file.path().display(),
         checkpoints = %config.checkpoint_dir.display(),
         "kubelet-gitops-agent starting"
     );
@@ -212,12 +226,33 @@ pub async fn run(config: Config) -> Result<(), AgentError> {
         kubelet,
         reporter,
         nodes,
-        placement,
-        target_file,
+        file,
         metrics,
         admin: admin_state,
     });
     driver.run().await
+}
+
+impl Args {
+    /// Validates the options, sets up logging, and runs the agent until SIGTERM or
+    /// SIGINT (an interrupted apply resumes at the next start).
+    pub async fn run(self) -> Result<(), AgentError> {
+        let config = self.into_config()?;
+        init_logging(config.log_format, &config.log);
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .map_err(|e| AgentError::Setup(format!("cannot handle SIGTERM: {e}")))?;
+        tokio::select! {
+            result = run(config) => result,
+            _ = term.recv() => {
+                tracing::info!("SIGTERM: stopping");
+                Ok(())
+            }
+            _ = tokio::signal::ctrl_c() => {
+                tracing::info!("interrupted: stopping");
+                Ok(())
+            }
+        }
+    }
 }
 
 struct AbortOnDrop(tokio::task::JoinHandle<()>);

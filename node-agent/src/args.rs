@@ -42,38 +42,8 @@ pub struct Args {
     #[arg(long, env = "KUBELET_GITOPS_KUBECONFIG", value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
 
-    /// Where the agent keeps its checkpoints (meta/assigned, meta/last-known-good,
-    /// checkpoints/<uid>/<resourceVersion>/kubelet), like the kubelet's old
-    /// --dynamic-config-dir. Must survive reboots and agent upgrades: a hostPath.
-    #[arg(
-        long,
-        env = "KUBELET_GITOPS_CHECKPOINT_DIR",
-        value_name = "DIR",
-        default_value = "/var/lib/kubelet-gitops"
-    )]
-    pub checkpoint_dir: PathBuf,
-
-    /// How the config reaches the kubelet: `replace` writes the kubelet's --config file
-    /// (the node's own file is kept in the checkpoint dir and restored when the node
-    /// leaves its pool); `drop-in` writes 50-kubelet-gitops.conf into the kubelet's
-    /// --config-dir (Kubernetes 1.30+) and leaves the node's file alone.
-    #[arg(
-        long,
-        env = "KUBELET_GITOPS_MODE",
-        value_enum,
-        default_value = "replace"
-    )]
-    pub mode: Mode,
-
-    /// The kubelet's config file (replace mode). Default: the --config of the kubelet's
-    /// command line.
-    #[arg(long, env = "KUBELET_GITOPS_KUBELET_CONFIG", value_name = "FILE")]
-    pub kubelet_config: Option<PathBuf>,
-
-    /// The kubelet's drop-in directory (drop-in mode). Default: the --config-dir of the
-    /// kubelet's command line.
-    #[arg(long, env = "KUBELET_GITOPS_DROP_IN_DIR", value_name = "DIR")]
-    pub drop_in_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub shared: SharedArgs,
 
     /// Where the kubelet's command-line flags are read from, to compute the config it will
     /// really run and to report every field a flag overrides: `proc` (the running
@@ -208,16 +178,6 @@ pub struct Args {
     )]
     pub cgroup_version: CgroupVersionArg,
 
-    /// How long the kubelet has to come back healthy after a restart when the Node has no
-    /// kubelet-gitops.io/health-timeout annotation.
-    #[arg(
-        long,
-        env = "KUBELET_GITOPS_HEALTH_TIMEOUT",
-        value_name = "DURATION",
-        default_value = "2m"
-    )]
-    pub health_timeout: humantime::Duration,
-
     /// How long a config must run healthy before it becomes last-known-good, when the
     /// Node has no kubelet-gitops.io/lkg-grace annotation.
     #[arg(
@@ -255,6 +215,58 @@ pub struct Args {
         default_value = "text"
     )]
     pub log_format: LogFormat,
+}
+
+/// The options the agent and kubelet-gitops-rescue share: the rescue finds what the agent
+/// keeps where the agent keeps it, and writes the kubelet's config where the agent writes
+/// it, so both take them from one definition. Host paths (the rescue runs on the host, the
+/// agent reads them under --host-root).
+#[derive(Debug, clap::Args)]
+pub struct SharedArgs {
+    /// Where the agent keeps its checkpoints (meta/assigned, meta/last-known-good,
+    /// checkpoints/<uid>/<resourceVersion>/kubelet), like the kubelet's old
+    /// --dynamic-config-dir. Must survive reboots and agent upgrades: a hostPath.
+    #[arg(
+        long,
+        env = "KUBELET_GITOPS_CHECKPOINT_DIR",
+        value_name = "DIR",
+        default_value = "/var/lib/kubelet-gitops"
+    )]
+    pub checkpoint_dir: PathBuf,
+
+    /// How the config reaches the kubelet: `replace` writes the kubelet's --config file
+    /// (the node's own file is kept in the checkpoint dir and restored when the node
+    /// leaves its pool); `drop-in` writes 50-kubelet-gitops.conf into the kubelet's
+    /// --config-dir (Kubernetes 1.30+) and leaves the node's file alone.
+    #[arg(
+        long,
+        env = "KUBELET_GITOPS_MODE",
+        value_enum,
+        default_value = "replace"
+    )]
+    pub mode: Mode,
+
+    /// The kubelet's config file (replace mode). The agent's default: the --config of the
+    /// kubelet's command line; the rescue, which does not read it, needs this option.
+    #[arg(long, env = "KUBELET_GITOPS_KUBELET_CONFIG", value_name = "FILE")]
+    pub kubelet_config: Option<PathBuf>,
+
+    /// The kubelet's drop-in directory (drop-in mode). The agent's default: the
+    /// --config-dir of the kubelet's command line; the rescue, which does not read it,
+    /// needs this option.
+    #[arg(long, env = "KUBELET_GITOPS_DROP_IN_DIR", value_name = "DIR")]
+    pub drop_in_dir: Option<PathBuf>,
+
+    /// How long the kubelet has to come back healthy after a restart when the Node has no
+    /// kubelet-gitops.io/health-timeout annotation (the rescue, without API server
+    /// access, always takes this one).
+    #[arg(
+        long,
+        env = "KUBELET_GITOPS_HEALTH_TIMEOUT",
+        value_name = "DURATION",
+        default_value = "2m"
+    )]
+    pub health_timeout: humantime::Duration,
 
     /// Log filter (tracing-subscriber EnvFilter syntax, e.g. `info,node_agent=debug`).
     #[arg(
@@ -453,10 +465,15 @@ impl Args {
         let Args {
             node_name,
             kubeconfig,
-            checkpoint_dir,
-            mode,
-            kubelet_config,
-            drop_in_dir,
+            shared:
+                SharedArgs {
+                    checkpoint_dir,
+                    mode,
+                    kubelet_config,
+                    drop_in_dir,
+                    health_timeout,
+                    log,
+                },
             flags_from,
             flags_file,
             kubelet_unit_file,
@@ -472,12 +489,10 @@ impl Args {
             cgroup_root,
             cgroup_driver,
             cgroup_version,
-            health_timeout,
             lkg_grace,
             resync_interval,
             admin_addr,
             log_format,
-            log,
         } = self;
         if !valid_node_name(&node_name) {
             return Err(ArgsError::NodeName(node_name));
@@ -560,28 +575,6 @@ impl Args {
             log_format,
             log,
         })
-    }
-}
-
-impl Args {
-    /// Validates the options, sets up logging, and runs the agent until SIGTERM or
-    /// SIGINT (an interrupted apply resumes at the next start).
-    pub async fn run(self) -> Result<(), crate::AgentError> {
-        let config = self.into_config()?;
-        crate::agent::init_logging(config.log_format, &config.log);
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .map_err(|e| crate::AgentError::Setup(format!("cannot handle SIGTERM: {e}")))?;
-        tokio::select! {
-            result = crate::agent::run(config) => result,
-            _ = term.recv() => {
-                tracing::info!("SIGTERM: stopping");
-                Ok(())
-            }
-            _ = tokio::signal::ctrl_c() => {
-                tracing::info!("interrupted: stopping");
-                Ok(())
-            }
-        }
     }
 }
 

@@ -24,50 +24,25 @@
 //! Metadata files look like `{"sha256":"<hex>","value":{...}}`; the sha256 is over the
 //! exact bytes of the inner object as stored, so the check does not depend on how JSON is
 //! re-serialized.
-//!
-//! ```text
-//! pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()>
-//! pub fn clean_temp_files(dir: &Path, name: &str) -> io::Result<usize>
-//! pub fn sha256_hex(bytes: &[u8]) -> String
-//! pub struct Checkpoint { pub config: ConfigRef, pub uid: String, pub resource_version: String, pub sha256: String }
-//! impl Checkpoint { pub fn local(original: &[u8]) -> Checkpoint }
-//! pub fn meta_path(dir: &Path, name: &str) -> PathBuf
-//! pub fn read_framed<T>(path: &Path) -> Result<Option<T>, CheckpointError>; pub fn write_framed<T>(path: &Path, value: &T) -> Result<(), CheckpointError>
-//! pub enum ApplyPhase { Checkpointed, Written, Restarted, Verified }
-//! pub struct Assigned { pub checkpoint: Checkpoint, pub phase: ApplyPhase, pub since: u64, pub previous: Option<Checkpoint>,
-//!                       pub state_files: Option<Vec<String>>, pub ready_pods: Vec<String>, pub failed: Option<Verdict> }
-//! pub struct Verdict { pub config: ConfigRef, pub reason: String, pub at: u64, pub reported_to: Option<String> }
-//! impl Assigned { pub fn new(checkpoint: Checkpoint, phase: ApplyPhase, since: u64, previous: Option<Checkpoint>) -> Self }
-//! impl CheckpointStore {
-//!     pub fn open(dir: &Path) -> Result<Self, CheckpointError>
-//!     pub fn dir(&self) -> &Path
-//!     pub fn save(&self, config: &ConfigRef, uid: &str, resource_version: &str, payload: &[u8]) -> Result<Checkpoint, CheckpointError>
-//!     pub fn load(&self, cp: &Checkpoint) -> Result<Vec<u8>, CheckpointError>
-//!     pub fn payload_path(&self, cp: &Checkpoint) -> Result<PathBuf, CheckpointError>
-//!     pub fn assigned(&self) -> Result<Option<Assigned>, CheckpointError>
-//!     pub fn set_assigned(&self, a: &Assigned) -> Result<(), CheckpointError>
-//!     pub fn clear_assigned(&self) -> Result<(), CheckpointError>
-//!     pub fn last_known_good(&self) -> Result<Option<Checkpoint>, CheckpointError>
-//!     pub fn set_last_known_good(&self, cp: &Checkpoint) -> Result<(), CheckpointError>
-//!     pub fn clear_last_known_good(&self) -> Result<(), CheckpointError>
-//!     pub fn save_local_original(&self, bytes: &[u8]) -> Result<bool, CheckpointError>   // false: one was already saved
-//!     pub fn refresh_local_original(&self, bytes: &[u8]) -> Result<bool, CheckpointError>  // false: already that copy
-//!     pub fn local_original(&self) -> Result<Option<Vec<u8>>, CheckpointError>
-//!     pub fn prune(&self, keep: &[&Checkpoint]) -> Result<Vec<PathBuf>, CheckpointError>  // removed dirs
-//! }
-//! ```
+
+mod atomic;
+mod framed;
+mod record;
 
 use std::fmt;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write as _};
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use kubelet_gitops_core::protocol::ConfigRef;
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 use tracing::{debug, info, instrument, warn};
+
+use atomic::{TMP_MARK, sync_dir};
+pub use atomic::{clean_temp_files, write_atomic};
+pub use framed::{meta_path, read_framed, write_framed};
+pub use record::{ApplyPhase, Assigned, Checkpoint, Verdict};
 
 use crate::error::CheckpointError;
 
@@ -84,10 +59,6 @@ const LOCAL_DIR: &str = "local";
 /// In `meta/`: the apply in flight ([`Assigned`]).
 pub const ASSIGNED_FILE: &str = "assigned";
 const LKG_FILE: &str = "last-known-good";
-/// Infix of temp files: `.<name>.tmp-<pid>-<n>`.
-const TMP_MARK: &str = ".tmp-";
-
-static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// The sha256 of `bytes`, lowercase hex.
 pub fn sha256_hex(bytes: &[u8]) -> String {
@@ -98,292 +69,6 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
         let _ = fmt::Write::write_fmt(&mut out, format_args!("{b:02x}"));
     }
     out
-}
-
-/// Writes `bytes` to `path` so that a crash at any instant leaves either the old file or
-/// the new one: a temp file in the same directory, written and `sync_all`ed, renamed over
-/// `path`, then the directory fsynced so the rename itself is durable. The temp file is
-/// removed when any step fails. The directory must exist.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let name = path.file_name().ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("{} has no file name", path.display()),
-        )
-    })?;
-    let name = name.to_string_lossy();
-    // pid, clock and counter: a temp file left by a crashed writer (in a container the
-    // agent is often pid 1 every time) is never in the way.
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let mut attempts = 0;
-    let (tmp, mut file) = loop {
-        let tmp = dir.join(format!(
-            ".{name}{TMP_MARK}{}-{nanos}-{}",
-            std::process::id(),
-            TMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        match OpenOptions::new().write(true).create_new(true).open(&tmp) {
-            Ok(f) => break (tmp, f),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempts < 8 => attempts += 1,
-            Err(e) => return Err(e),
-        }
-    };
-    let result = (|| {
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        drop(file);
-        fs::rename(&tmp, path)?;
-        sync_dir(dir)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
-}
-
-/// Removes the temp files that interrupted [`write_atomic`]s of `dir/name` left behind
-/// (`.<name>.tmp-*`); returns how many. Their names never end in `.conf` or the target's
-/// own name, so a kubelet never reads one, but they take space.
-pub fn clean_temp_files(dir: &Path, name: &str) -> io::Result<usize> {
-    let prefix = format!(".{name}{TMP_MARK}");
-    let mut removed = 0;
-    for entry in fs::read_dir(dir)? {
-        let entry = entry?;
-        if entry.file_name().to_string_lossy().starts_with(&prefix) {
-            fs::remove_file(entry.path())?;
-            removed += 1;
-        }
-    }
-    Ok(removed)
-}
-
-/// fsyncs a directory, making renames and removals in it durable.
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
-}
-
-/// A checkpointed config: which ConfigMap, which version of it, and the sha256 of its
-/// payload.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Checkpoint {
-    /// The ConfigMap (`<namespace>/<name>`).
-    #[serde(with = "config_ref")]
-    pub config: ConfigRef,
-    /// The ConfigMap's `metadata.uid`.
-    pub uid: String,
-    /// The ConfigMap's `metadata.resourceVersion`.
-    pub resource_version: String,
-    /// The sha256 of the payload, lowercase hex.
-    pub sha256: String,
-}
-
-impl Checkpoint {
-    /// The checkpoint standing for the node's own config file (`original`, as saved before
-    /// the first apply). The agent and kubelet-gitops-rescue must agree on it: both compare
-    /// it with what `meta/assigned` and `meta/last-known-good` record.
-    pub fn local(original: &[u8]) -> Checkpoint {
-        Checkpoint {
-            config: ConfigRef::Local,
-            uid: kubelet_gitops_core::protocol::LOCAL.to_string(),
-            resource_version: "original".to_string(),
-            sha256: sha256_hex(original),
-        }
-    }
-}
-
-/// Where an apply was when the agent last recorded it, so a restarted agent knows what to
-/// do next.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum ApplyPhase {
-    /// The payload is checkpointed and validated; nothing on the node has changed yet.
-    Checkpointed,
-    /// The kubelet config file (or drop-in) has been written.
-    Written,
-    /// The kubelet has been restarted.
-    Restarted,
-    /// The kubelet runs the config (healthz and configz); waiting for last-known-good.
-    Verified,
-}
-
-impl ApplyPhase {
-    /// The name as stored.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ApplyPhase::Checkpointed => "Checkpointed",
-            ApplyPhase::Written => "Written",
-            ApplyPhase::Restarted => "Restarted",
-            ApplyPhase::Verified => "Verified",
-        }
-    }
-}
-
-impl fmt::Display for ApplyPhase {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// `meta/assigned`: the config being applied, how far the apply got, and what ran before.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Assigned {
-    /// The config being applied.
-    pub checkpoint: Checkpoint,
-    /// How far the apply got.
-    pub phase: ApplyPhase,
-    /// When `phase` was entered, in seconds since the Unix epoch.
-    pub since: u64,
-    /// What the kubelet ran before this apply; `None` is the node's local config.
-    pub previous: Option<Checkpoint>,
-    /// The kubelet state files (names under its root directory, `cpu_manager_state`,
-    /// `memory_manager_state`) this apply removes before the config is written and again
-    /// right before the kubelet restart. Decided once, before anything on the node
-    /// changes, and kept here so that a resumed apply removes the same files even after
-    /// the config file has been overwritten. `None`: not decided yet (absent in files
-    /// written by older agents).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state_files: Option<Vec<String>>,
-    /// The pods on the node (`namespace/name`) that were Ready before the kubelet restart
-    /// of this apply, recorded with phase `Written`: verification waits for them to be
-    /// Ready again, also after an agent restart. Absent (older agents) is empty.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub ready_pods: Vec<String>,
-    /// Set on a rollback: the verdict on the config this assignment replaces because the
-    /// kubelet failed with it. Recorded in the same atomic write that assigns the
-    /// fallback, before anything is written to the kubelet's file or the API server, so
-    /// a restarted agent (or one that cannot reach the API server) never retries the
-    /// failed config and carries on with the fallback. Kept while the fallback runs; a
-    /// new desired config clears it. Absent in files written by older agents (which
-    /// ignore it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failed: Option<Verdict>,
-}
-
-/// The verdict on a config the kubelet did not come back healthy with (see
-/// [`Assigned::failed`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Verdict {
-    /// The config that failed.
-    #[serde(with = "config_ref")]
-    pub config: ConfigRef,
-    /// Why, in the kubelet's words: `kubelet did not become healthy within 2m: ...`.
-    pub reason: String,
-    /// When the verdict was reached, in seconds since the Unix epoch.
-    pub at: u64,
-    /// The uid of the Node object the verdict was reported on, once the API server took
-    /// it. A Node that no longer shows a verdict it was shown had it cleared by a person
-    /// (a retry); a Node with another uid (re-created) is told again. `None`: not
-    /// reported yet.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reported_to: Option<String>,
-}
-
-impl Assigned {
-    /// An assignment of `checkpoint` in `phase` since `since`, after `previous`, with
-    /// nothing decided yet about state files and no pods recorded.
-    pub fn new(
-        checkpoint: Checkpoint,
-        phase: ApplyPhase,
-        since: u64,
-        previous: Option<Checkpoint>,
-    ) -> Assigned {
-        Assigned {
-            checkpoint,
-            phase,
-            since,
-            previous,
-            state_files: None,
-            ready_pods: Vec::new(),
-            failed: None,
-        }
-    }
-}
-
-mod config_ref {
-    use kubelet_gitops_core::protocol::ConfigRef;
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(r: &ConfigRef, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(r)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<ConfigRef, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
-    }
-}
-
-/// The on-disk envelope of a metadata file: the object's exact bytes and their sha256.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct EnvelopeIn<'a> {
-    sha256: String,
-    #[serde(borrow)]
-    value: &'a RawValue,
-}
-
-/// Metadata file `name` of the checkpoint directory `dir`: `<dir>/meta/<name>`.
-pub fn meta_path(dir: &Path, name: &str) -> PathBuf {
-    dir.join(META_DIR).join(name)
-}
-
-/// Reads a metadata file in the store's framing (`{"sha256":..,"value":..}`) without
-/// opening the store (which tidies the directory): `None` when the file is missing; a
-/// corrupt or malformed file is an error for which [`CheckpointError::is_corrupt`] holds.
-pub fn read_framed<T: for<'de> Deserialize<'de>>(
-    path: &Path,
-) -> Result<Option<T>, CheckpointError> {
-    let bytes = match fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io_err("read", path)(e)),
-    };
-    let malformed = |reason: String| CheckpointError::Malformed {
-        path: path.to_path_buf(),
-        reason,
-    };
-    let envelope: EnvelopeIn<'_> =
-        serde_json::from_slice(&bytes).map_err(|e| malformed(e.to_string()))?;
-    if !is_sha256_hex(&envelope.sha256) {
-        return Err(malformed(format!(
-            "sha256 {:?} is not 64 lowercase hex digits",
-            envelope.sha256
-        )));
-    }
-    let actual = sha256_hex(envelope.value.get().as_bytes());
-    if actual != envelope.sha256 {
-        return Err(CheckpointError::Corrupt {
-            path: path.to_path_buf(),
-            expected: envelope.sha256,
-            actual,
-        });
-    }
-    let value = serde_json::from_str(envelope.value.get()).map_err(|e| malformed(e.to_string()))?;
-    Ok(Some(value))
-}
-
-/// Writes `value` as a metadata file in the store's framing, atomically.
-pub fn write_framed<T: Serialize>(path: &Path, value: &T) -> Result<(), CheckpointError> {
-    let body = serde_json::to_string(value).map_err(|e| CheckpointError::Malformed {
-        path: path.to_path_buf(),
-        reason: format!("cannot serialize: {e}"),
-    })?;
-    // `body` is a JSON object; embedding it verbatim keeps its exact bytes, which is
-    // what the sha256 covers.
-    let file = format!(
-        "{{\"sha256\":\"{}\",\"value\":{body}}}\n",
-        sha256_hex(body.as_bytes())
-    );
-    write_atomic(path, file.as_bytes()).map_err(io_err("write", path))
 }
 
 /// The checkpoint directory.
@@ -831,46 +516,6 @@ mod tests {
             sha256_hex(b"abc"),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
-    }
-
-    #[test]
-    fn write_atomic_replaces_and_leaves_no_temp_files() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("config.yaml");
-        write_atomic(&path, b"one").unwrap();
-        write_atomic(&path, b"two, longer").unwrap();
-        assert_eq!(fs::read(&path).unwrap(), b"two, longer");
-        let names: Vec<_> = fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        assert_eq!(names, ["config.yaml"]);
-        let err = write_atomic(&dir.path().join("missing/x"), b"x").unwrap_err();
-        assert_eq!(err.kind(), io::ErrorKind::NotFound);
-    }
-
-    #[test]
-    fn a_stale_temp_file_is_not_in_the_way_and_can_be_cleaned() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("50-kubelet-gitops.conf");
-        // What a writer killed mid-write leaves.
-        let stale = dir
-            .path()
-            .join(format!(".50-kubelet-gitops.conf{TMP_MARK}1-0-0"));
-        fs::write(&stale, b"half").unwrap();
-        write_atomic(&path, b"whole").unwrap();
-        assert_eq!(fs::read(&path).unwrap(), b"whole");
-        assert!(
-            !stale.to_string_lossy().ends_with(".conf"),
-            "never read as a drop-in"
-        );
-        fs::write(dir.path().join("other"), b"x").unwrap();
-        assert_eq!(
-            clean_temp_files(dir.path(), "50-kubelet-gitops.conf").unwrap(),
-            1
-        );
-        assert!(!stale.exists());
-        assert!(dir.path().join("other").exists() && path.exists());
     }
 
     #[test]

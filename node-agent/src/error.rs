@@ -11,6 +11,7 @@
 //! - [`CgroupError`]: creating, limiting or reading cgroups. Reported; the apply stops.
 //! - [`KubeletError`]: restarting and probing the kubelet. A restart or readiness failure
 //!   leads to a roll back.
+//! - [`FileError`]: the kubelet's config file (or the agent's drop-in).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -229,6 +230,35 @@ pub enum KubeletError {
     NotReady { timeout: Duration, last: String },
 }
 
+/// Reading, writing or removing the kubelet's config file (or the agent's drop-in).
+#[derive(Debug, thiserror::Error)]
+#[error("failed to {op} {path}")]
+pub struct FileError {
+    /// What was being done: `read`, `write`, `remove` ...
+    pub op: &'static str,
+    /// On what.
+    pub path: PathBuf,
+    /// Why it failed.
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// An error and its causes, `: `-joined; a cause whose text the message holds already is
+/// left out.
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cur = s.source();
+    }
+    out
+}
+
 /// The innermost cause of `e`, made short for a message a person reads on a Node: an
 /// I/O error as its kind in plain words without the `(os error N)` suffix (`connection
 /// refused`), anything else as it prints. Library errors such as reqwest's wrap the one
@@ -319,6 +349,21 @@ mod tests {
         assert_eq!(root_cause(&other), "No such device");
         let plain = std::io::Error::other("no route");
         assert_eq!(brief(&plain), "no route");
+    }
+
+    #[test]
+    fn a_chain_leaves_out_causes_the_message_holds() {
+        let e = Outer(Middle(std::io::Error::other("refused")));
+        assert_eq!(
+            chain(&e),
+            "error sending request for url (http://127.0.0.1:1/healthz): client error (Connect): refused"
+        );
+        let file = FileError {
+            op: "read",
+            path: "/k".into(),
+            source: std::io::Error::other("failed to read /k"),
+        };
+        assert_eq!(chain(&file), "failed to read /k", "said already");
     }
 
     #[test]

@@ -253,6 +253,25 @@ pub fn event_object(
     message: &str,
     now: Timestamp,
 ) -> Event {
+    event_about(
+        node.metadata.uid.clone(),
+        node_name,
+        kind,
+        reason,
+        message,
+        now,
+    )
+}
+
+/// [`event_object`] about the Node of uid `uid` (`None`: a Node the agent does not see).
+fn event_about(
+    uid: Option<String>,
+    node_name: &str,
+    kind: EventType,
+    reason: &str,
+    message: &str,
+    now: Timestamp,
+) -> Event {
     let nanos = now.as_nanosecond().max(0);
     Event {
         metadata: ObjectMeta {
@@ -264,7 +283,7 @@ pub fn event_object(
             api_version: Some("v1".into()),
             kind: Some("Node".into()),
             name: Some(node_name.to_string()),
-            uid: node.metadata.uid.clone(),
+            uid,
             ..ObjectReference::default()
         },
         reason: Some(reason.to_string()),
@@ -362,7 +381,18 @@ impl Reporter {
     /// Posts an Event on the Node. Events are for people: a failure is logged, not
     /// returned.
     pub async fn event(&self, live: &Node, kind: EventType, reason: &str, message: &str) {
-        let ev = event_object(live, &self.node, kind, reason, message, Timestamp::now());
+        self.post(live.metadata.uid.clone(), kind, reason, message)
+            .await
+    }
+
+    /// [`Reporter::event`] while the agent sees no Node (not listed yet, or deleted): the
+    /// Event names the Node without its uid.
+    pub async fn event_without_node(&self, kind: EventType, reason: &str, message: &str) {
+        self.post(None, kind, reason, message).await
+    }
+
+    async fn post(&self, uid: Option<String>, kind: EventType, reason: &str, message: &str) {
+        let ev = event_about(uid, &self.node, kind, reason, message, Timestamp::now());
         match self.events.create(&PostParams::default(), &ev).await {
             Ok(_) => debug!(node = %self.node, reason, "event posted"),
             Err(e) => warn!(node = %self.node, reason, error = %e, "event not posted"),

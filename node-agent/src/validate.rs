@@ -29,19 +29,6 @@
 //! "The running config" is the effective config of the node's files as they are now
 //! ([`Validated::current`]), `None` when those do not load; then everything counts as
 //! newly named.
-//!
-//! ```text
-//! pub enum Placement { ConfigFile { path: PathBuf }, DropIn { dir: PathBuf, name: String } }
-//! pub struct NodeContext { pub flags: KubeletFlags, pub host_root: PathBuf, pub capacity: BTreeMap<String, Quantity>,
-//!                          pub cgroups: CgroupConfig, pub placement: Placement }
-//! pub struct Validated { pub effective: KubeletConfiguration, pub overrides: Vec<FlagOverride>, pub allocatable: Allocatable,
-//!                        pub layout: CgroupLayout, pub created_cgroups: Vec<String>, pub warnings: Vec<String>,
-//!                        pub current: Option<KubeletConfiguration> }
-//! pub struct Rejection { pub reason: &'static str, pub detail: String }
-//! pub fn validate_payload(payload: &[u8], node: &NodeContext) -> Result<Validated, Rejection>
-//! pub fn effective_config(payload: Option<&[u8]>, node: &NodeContext) -> Result<Effective, Rejection>  // None: the node's files as they are
-//! pub fn check_pods_cgroup(node: &NodeContext) -> Result<Option<String>, Rejection>  // Some: what differs
-//! ```
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -62,28 +49,8 @@ use kubelet_gitops_core::validation::{self, HostInfo};
 use tracing::{debug, info, instrument, warn};
 
 use crate::cgroups::{self, CgroupConfig};
+use crate::config_file::Placement;
 use crate::hostflags::host_path;
-
-/// Where the agent puts the payload.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Placement {
-    /// Replace mode: the payload replaces the kubelet's `--config` file (a host path,
-    /// which must be the one the kubelet's flags name).
-    ConfigFile { path: PathBuf },
-    /// Drop-in mode: the payload is the drop-in `name` (ending in `.conf`) in the
-    /// kubelet's `--config-dir` `dir` (a host path, which must be the flags' one).
-    DropIn { dir: PathBuf, name: String },
-}
-
-impl Placement {
-    /// The host path the payload is written to.
-    pub fn target(&self) -> PathBuf {
-        match self {
-            Placement::ConfigFile { path } => path.clone(),
-            Placement::DropIn { dir, name } => dir.join(name),
-        }
-    }
-}
 
 /// What validation needs to know about the node.
 #[derive(Debug, Clone)]

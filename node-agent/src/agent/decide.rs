@@ -586,7 +586,7 @@ pub fn steady_report(o: &Observed) -> Report {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     fn cm(name: &str) -> ConfigRef {
@@ -596,9 +596,9 @@ mod tests {
     /// A builder for observations, starting from a node on its local config with nothing
     /// assigned, at t=1000.
     #[derive(Clone)]
-    struct Obs(Observed);
+    pub(in crate::agent) struct Obs(pub(in crate::agent) Observed);
 
-    fn node() -> Obs {
+    pub(in crate::agent) fn node() -> Obs {
         Obs(Observed {
             now: 1000,
             desired: Desired::Local,
@@ -619,7 +619,7 @@ mod tests {
     }
 
     impl Obs {
-        fn desired(mut self, name: &str) -> Self {
+        pub(in crate::agent) fn desired(mut self, name: &str) -> Self {
             self.0.desired = Desired::Config(cm(name));
             self
         }

@@ -7,12 +7,13 @@
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use clap::Parser as _;
 use node_agent::args::LogFormat;
 use node_agent::rescue::{self, RescueArgs};
 
 fn main() -> ExitCode {
     let args = RescueArgs::parse();
-    node_agent::agent::init_logging(LogFormat::Text, &args.log);
+    node_agent::agent::init_logging(LogFormat::Text, &args.shared.log);
     let settings = match args.into_settings() {
         Ok(s) => s,
         Err(e) => {

@@ -2,9 +2,7 @@
 //! flag override reported, a missing enforced cgroup created, a resume from a persisted
 //! phase.
 
-mod agent_support;
-
-use agent_support::{Harness, annotation, condition, config_with};
+use crate::support::agent::{Harness, annotation, condition, config_with};
 use kubelet_gitops_core::protocol::{CURRENT_CONFIG, LAST_KNOWN_GOOD, MESSAGE, STATE};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,5 +1,4 @@
-//! Shared by the host_* tests that run against the sim's stand-in kubelet.
-#![allow(dead_code)]
+//! For the `host_*` tests that run against the sim's stand-in kubelet.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -10,12 +9,13 @@ use kubelet_gitops_sim::cluster::{Sim, SimConfig};
 use kubelet_gitops_sim::inventory::Inventory;
 use kubelet_gitops_sim::kubelet::{KubeletHandle, KubeletOptions, KubeletPaths};
 use node_agent::cgroups::{CgroupConfig, CgroupDriver};
+use node_agent::config_file::Placement;
 use node_agent::hostflags::{FlagSource, read_flags};
 use node_agent::kubelet::{Kubelet, KubeletSettings, RestartMethod};
-use node_agent::validate::{NodeContext, Placement};
+use node_agent::validate::NodeContext;
+use tokio::sync::RwLockReadGuard;
 
-/// The one node of the test inventories.
-pub const NODE: &str = "w1";
+use super::NODE;
 
 pub fn inventory(flags: Option<&str>) -> String {
     let mut s = format!(
@@ -27,8 +27,31 @@ pub fn inventory(flags: Option<&str>) -> String {
     s
 }
 
+/// A sim started for a test, holding the test's share of [`super::children`]: its
+/// stand-in kubelets keep the machine busy, and a test that runs [`super::alone`] runs
+/// beside none.
+pub struct HostSim {
+    sim: Sim,
+    _processes: RwLockReadGuard<'static, ()>,
+}
+
+impl HostSim {
+    pub async fn shutdown(self) {
+        self.sim.shutdown().await;
+    }
+}
+
+impl std::ops::Deref for HostSim {
+    type Target = Sim;
+
+    fn deref(&self) -> &Sim {
+        &self.sim
+    }
+}
+
 /// A sim of one node with fast stand-in kubelets that stay down after a failed start.
-pub async fn start_sim(dir: &Path, flags: Option<&str>, cgroup_v2: bool) -> Sim {
+pub async fn start_sim(dir: &Path, flags: Option<&str>, cgroup_v2: bool) -> HostSim {
+    let processes = super::children().await;
     let inventory =
         Inventory::parse("inventory.yaml", inventory(flags).as_bytes()).expect("inventory");
     let mut config = SimConfig::new(inventory, dir);
@@ -40,7 +63,10 @@ pub async fn start_sim(dir: &Path, flags: Option<&str>, cgroup_v2: bool) -> Sim 
         restart_after_exit: None,
         ..KubeletOptions::default()
     };
-    Sim::start(config).await.expect("sim starts")
+    HostSim {
+        sim: Sim::start(config).await.expect("sim starts"),
+        _processes: processes,
+    }
 }
 
 pub fn handle(sim: &Sim) -> KubeletHandle {

@@ -2,8 +2,6 @@
 //! `flock`s, and the agent's own decision on what it leaves behind; and once end to end,
 //! with the real agent and the sim's stand-in kubelet.
 
-mod agent_support;
-
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -13,9 +11,10 @@ use kubelet_gitops_core::protocol::{ConfigRef, State, reason};
 use node_agent::agent::decide::{Assignment, Desired, Failed, Observed, Step, decide};
 use node_agent::args::DROP_IN_FILE;
 use node_agent::checkpoint::{ApplyPhase, Assigned, Checkpoint, CheckpointStore, write_atomic};
+use node_agent::config_file::Placement;
+use node_agent::lock::AgentLock;
 use node_agent::report::Report;
-use node_agent::rescue::{self, AgentLock, Idle, Outcome, Settings, Sighting};
-use node_agent::validate::Placement;
+use node_agent::rescue::{self, Idle, Outcome, Settings, Sighting};
 
 const A: &[u8] = b"maxPods: 110\n";
 const B: &[u8] = b"maxPods: 1\ncpuManagerPolicy: static\n";
@@ -165,14 +164,11 @@ fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     out
 }
 
-/// Serializes the tests of this file. A child process spawned by one test (the binary's)
-/// briefly holds a copy of every descriptor open in this process, flocked ones included,
-/// until it execs; a test that drops a lock and takes it again at that moment would find
-/// it held. (Not a concern on a node: the rescue never forks, and a fork of the agent's
-/// only prolongs the agent's own hold for an instant.)
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+/// Serializes the tests of this file, and keeps every other test from starting a process
+/// meanwhile: they take and drop locks and check who holds them
+/// ([`crate::support::children`] says why).
+fn serial() -> tokio::sync::RwLockWriteGuard<'static, ()> {
+    crate::support::alone_blocking()
 }
 
 fn unix_now() -> u64 {
@@ -545,17 +541,17 @@ fn the_binary_rolls_back_and_leaves_a_running_agent_alone() {
 /// each of systemd's restarts, rolls it back; the agent, back, reports `RolledBack`.
 #[test]
 fn end_to_end_the_rescue_rolls_back_what_the_gone_agent_left_and_the_agent_reports_it() {
-    use agent_support::{Harness, annotation, config_with};
+    use crate::support::agent::{Harness, annotation, config_with};
     use kubelet_gitops_core::protocol::{CURRENT_CONFIG, MESSAGE, STATE};
 
-    let _serial = serial();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
     runtime.block_on(async {
-        let mut h = Harness::start().await;
+        // Alone, as the other tests of this file (see `serial`).
+        let mut h = Harness::start_alone().await;
         let original = fs::read(h.config_file()).unwrap();
         // The stand-in kubelet cannot start with a cgroupRoot of /blocked.
         fs::write(

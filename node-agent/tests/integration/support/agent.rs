@@ -1,7 +1,6 @@
-//! Shared by the agent_*.rs tests: a sim with one node and its stand-in kubelet, the
-//! agent running in-process against that node's root, and the test in the reconciler's
-//! seat (immutable ConfigMaps, desired-config annotations).
-#![allow(dead_code)]
+//! For the `agent_*` and `rescue` tests: a sim with one node and its stand-in kubelet,
+//! the agent running in-process against that node's root, and the test in the
+//! reconciler's seat (immutable ConfigMaps, desired-config annotations).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -17,9 +16,11 @@ use kubelet_gitops_sim::kubelet::{HttpTarget, KubeletOptions, KubeletPaths};
 use kubelet_gitops_sim::resources::kinds;
 use kubelet_gitops_sim::store::WriteOptions;
 use serde_json::{Value, json};
+use tokio::sync::{RwLockReadGuard, RwLockWriteGuard};
 use tokio::task::JoinHandle;
 
-pub const NODE: &str = "w1";
+use super::NODE;
+
 pub const NAMESPACE: &str = "kubelet-gitops";
 /// The agent's checkpoint directory, as a path on the node.
 pub const CHECKPOINT_DIR: &str = "/var/lib/kubelet-gitops";
@@ -66,17 +67,45 @@ pub fn init_tracing() {
         .try_init();
 }
 
+/// What a [`Harness`] holds of [`super::PROCESSES`]: the agent restarts the kubelet with
+/// a command (`curl`), so every harness starts child processes.
+enum Processes {
+    Shared {
+        _guard: RwLockReadGuard<'static, ()>,
+    },
+    Alone {
+        _guard: RwLockWriteGuard<'static, ()>,
+    },
+}
+
 pub struct Harness {
     pub dir: tempfile::TempDir,
     pub sim: Sim,
     pub client: Client,
     agent: Option<JoinHandle<Result<(), node_agent::AgentError>>>,
+    _processes: Processes,
 }
 
 impl Harness {
     /// A sim with one node and fast stand-in kubelets that stay down after a failed
     /// start (no systemd-style restart), so only the agent restarts them.
     pub async fn start() -> Harness {
+        Self::start_holding(Processes::Shared {
+            _guard: super::children().await,
+        })
+        .await
+    }
+
+    /// [`Harness::start`] for a test that runs alone ([`super::alone`]): one that checks
+    /// who holds a `flock`, or one whose timing other tests beside it would upset.
+    pub async fn start_alone() -> Harness {
+        Self::start_holding(Processes::Alone {
+            _guard: super::alone().await,
+        })
+        .await
+    }
+
+    async fn start_holding(processes: Processes) -> Harness {
         init_tracing();
         let dir = tempfile::tempdir().expect("tempdir");
         let sim_dir = dir.path().join("sim");
@@ -113,6 +142,7 @@ impl Harness {
             sim,
             client,
             agent: None,
+            _processes: processes,
         };
         h.wait_node(|n| ready(n) == "True", "Ready").await;
         h

@@ -83,6 +83,7 @@ struct Bus {
     _dir: tempfile::TempDir,
     child: std::process::Child,
     address: String,
+    _children: tokio::sync::RwLockReadGuard<'static, ()>,
 }
 
 impl Drop for Bus {
@@ -103,6 +104,7 @@ fn find_dbus_daemon() -> Option<PathBuf> {
 
 async fn private_bus() -> Result<Bus, String> {
     let exe = find_dbus_daemon().ok_or("dbus-daemon is not installed")?;
+    let children = crate::support::children().await;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let socket = dir.path().join("bus");
     let address = format!("unix:path={}", socket.display());
@@ -137,6 +139,7 @@ async fn private_bus() -> Result<Bus, String> {
         _dir: dir,
         child,
         address,
+        _children: children,
     };
     // The socket file appears when dbus-daemon binds it, a moment before it listens:
     // wait until it takes a connection, or a client started now may be refused.

@@ -2,18 +2,17 @@
 //! kubelet starts with, what it rejects it says why in the kubelet's words, and a reserved
 //! cgroup the agent creates is one the stand-in accepts, on cgroup v1 and v2.
 
-mod host_support;
-
 use std::path::PathBuf;
 use std::time::Duration;
 
-use host_support::{config, handle, kubelet_client, node_context, start_sim};
+use crate::support::host::{config, handle, kubelet_client, node_context, start_sim};
 use kubelet_gitops_core::protocol::reason;
 use kubelet_gitops_sim::kubelet::{KubeletPaths, KubeletPhase};
 use node_agent::cgroups::{self, verify_pods};
 use node_agent::checkpoint::write_atomic;
+use node_agent::config_file::Placement;
 use node_agent::hostflags::host_path;
-use node_agent::validate::{Placement, Rejection, effective_config, validate_payload};
+use node_agent::validate::{Rejection, effective_config, validate_payload};
 
 const KUBE_RESERVED: &str = "enforceNodeAllocatable: [pods, kube-reserved]\nkubeReserved: {cpu: 500m, memory: 512Mi}\nkubeReservedCgroup: /kube.slice\n";
 

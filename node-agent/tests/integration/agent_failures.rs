@@ -1,11 +1,9 @@
 //! Configs that must not end on the kubelet: rejected before the kubelet is touched, or
 //! rolled back when the kubelet does not come back healthy.
 
-mod agent_support;
-
 use std::time::{Duration, Instant};
 
-use agent_support::{Harness, PATIENCE, annotation, condition, config_with};
+use crate::support::agent::{Harness, PATIENCE, annotation, condition, config_with};
 use kubelet_gitops_core::protocol::{CURRENT_CONFIG, MESSAGE, OBSERVED_CONFIG, STATE};
 use kubelet_gitops_sim::faults::FaultConfig;
 use serde_json::Value;
@@ -383,7 +381,7 @@ async fn a_config_file_put_back_by_hand_during_an_apply_is_rolled_back_not_appli
         assert!(k.is_running(), "{:?}", k.state());
         k.state().starts
     };
-    h.wait_node(|n| agent_support::ready(n) == "True", "Ready again")
+    h.wait_node(|n| crate::support::agent::ready(n) == "True", "Ready again")
         .await;
 
     h.start_agent(&[]);

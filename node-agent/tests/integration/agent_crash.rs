@@ -2,13 +2,11 @@
 //! on), start it again, and check each time that the kubelet's config file is complete
 //! and valid, and that the node converges.
 
-mod agent_support;
-
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use agent_support::{Harness, PATIENCE, annotation, config_with};
+use crate::support::agent::{Harness, PATIENCE, annotation, config_with};
 use kubelet_gitops_core::protocol::{ConfigRef, MESSAGE, OBSERVED_CONFIG, STATE};
 use kubelet_gitops_sim::faults::FaultConfig;
 use node_agent::checkpoint::{ApplyPhase, Assigned, Checkpoint, CheckpointStore, Verdict};

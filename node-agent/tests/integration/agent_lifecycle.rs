@@ -1,9 +1,7 @@
 //! After an apply: last-known-good promotion, the return to the local config, and a
 //! hand-edited config file restored.
 
-mod agent_support;
-
-use agent_support::{Harness, annotation, config_with};
+use crate::support::agent::{Harness, annotation, config_with};
 use kubelet_gitops_core::protocol::{
     CURRENT_CONFIG, LAST_KNOWN_GOOD, MESSAGE, OBSERVED_CONFIG, STATE,
 };
@@ -94,7 +92,9 @@ async fn a_deleted_node_leaves_the_kubelet_alone_until_it_is_back() {
     use kube::Api;
     use kube::api::{DeleteParams, PostParams};
 
-    let mut h = Harness::start().await;
+    // Alone: it looks at the node between two of the agent's writes, a window that the
+    // fsyncs of tests beside it would widen.
+    let mut h = Harness::start_alone().await;
     h.start_agent(&[]);
     let yaml = config_with("kubeAPIQPS: 15\n");
     let cm = h.publish("general", &yaml).await;
@@ -104,7 +104,7 @@ async fn a_deleted_node_leaves_the_kubelet_alone_until_it_is_back() {
 
     let nodes: Api<Node> = Api::all(h.client.clone());
     nodes
-        .delete(agent_support::NODE, &DeleteParams::default())
+        .delete(crate::support::NODE, &DeleteParams::default())
         .await
         .expect("node deleted");
     let log = h.sim.request_log();
@@ -132,7 +132,7 @@ async fn a_deleted_node_leaves_the_kubelet_alone_until_it_is_back() {
     // assigns it its pool's config: the agent goes on with it and restores the drift.
     let again: Node = serde_json::from_value(serde_json::json!({
         "metadata": {
-            "name": agent_support::NODE,
+            "name": crate::support::NODE,
             "labels": labels,
             "annotations": {
                 kubelet_gitops_core::protocol::DESIRED_CONFIG: cm,
@@ -166,7 +166,9 @@ async fn a_deleted_node_leaves_the_kubelet_alone_until_it_is_back() {
 /// upgrade) is not drift but the new original, which a later return to local brings back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_saved_local_config_follows_the_node_file_while_the_node_runs_it() {
-    let mut h = Harness::start().await;
+    // Alone: it looks at the node between two of the agent's writes, a window that the
+    // fsyncs of tests beside it would widen.
+    let mut h = Harness::start_alone().await;
     let original = std::fs::read_to_string(h.config_file()).unwrap();
     let saved = h.checkpoint_dir().join("local/kubelet");
     h.start_agent(&[]);
@@ -189,7 +191,7 @@ async fn the_saved_local_config_follows_the_node_file_while_the_node_runs_it() {
         k.restart().await;
         k.state().starts
     };
-    let deadline = std::time::Instant::now() + agent_support::PATIENCE;
+    let deadline = std::time::Instant::now() + crate::support::agent::PATIENCE;
     while std::fs::read_to_string(&saved).ok().as_deref() != Some(upgraded.as_str()) {
         assert!(
             std::time::Instant::now() < deadline,

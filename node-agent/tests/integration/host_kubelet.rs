@@ -2,18 +2,15 @@
 //! `curl -fsS -X POST <sim>/sim/v1/nodes/<node>/kubelet/restart`), and the HTTP client's
 //! token and error handling against a scripted server.
 
-mod host_support;
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use host_support::{config, handle, kubelet_client, node_context, start_sim};
+use crate::support::host::{config, handle, kubelet_client, node_context, start_sim};
+use kubelet_gitops_core::configz::configz_diff;
 use kubelet_gitops_sim::kubelet::KubeletPhase;
 use node_agent::checkpoint::write_atomic;
 use node_agent::error::KubeletError;
-use node_agent::kubelet::{
-    Kubelet, KubeletSettings, RecordingRestarter, RestartMethod, configz_diff,
-};
+use node_agent::kubelet::{Kubelet, KubeletSettings, RecordingRestarter, RestartMethod};
 use node_agent::validate::effective_config;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -182,6 +179,8 @@ async fn scripted(answers: Vec<(u16, &'static str)>) -> Scripted {
 
 #[tokio::test]
 async fn the_bearer_token_is_read_from_its_file_on_every_request() {
+    // Restarts the stand-in with a command.
+    let _children = crate::support::children().await;
     let server = scripted(vec![
         (200, "ok"),
         (200, "{\"kubeletconfig\": {\"maxPods\": 7}}"),

@@ -397,15 +397,21 @@ fn check_crash_dir(dir: &Path) -> u64 {
 
 #[test]
 fn a_writer_killed_at_any_instant_leaves_complete_files() {
+    // Alone: it starts processes, and its many large fsynced writes would slow the
+    // fsyncs of every test beside it.
+    let _alone = crate::support::alone_blocking();
     let dir = tempfile::tempdir().unwrap();
     let cp_dir: PathBuf = dir.path().join("cp");
     let exe = std::env::current_exe().unwrap();
+    // The writer's name as the test harness knows it: its path in this binary.
+    let (_, module) = module_path!().split_once("::").unwrap();
+    let writer = format!("{module}::crash_writer_child");
     let mut rng = Rng(0xc0ff_ee00_d00d_0042);
     let mut start = 0u64;
     for round in 0..40 {
         let mut child = Command::new(&exe)
             .args([
-                "crash_writer_child",
+                writer.as_str(),
                 "--exact",
                 "--nocapture",
                 "--test-threads=1",

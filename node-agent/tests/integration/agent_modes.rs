@@ -3,9 +3,7 @@
 //! `config.yaml` is never touched), and verification without configz (healthz, and the
 //! config file read back).
 
-mod agent_support;
-
-use agent_support::{Harness, annotation, condition, config_with};
+use crate::support::agent::{Harness, annotation, condition, config_with};
 use kubelet_gitops_core::protocol::{CURRENT_CONFIG, MESSAGE, OBSERVED_CONFIG, STATE};
 
 /// The agent's drop-in in the kubelet's `--config-dir`.
