@@ -92,52 +92,51 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
 mod tests {
     use super::*;
 
-    fn names(dir: &Path) -> Vec<String> {
-        let mut v: Vec<String> = fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        v.sort();
-        v
-    }
-
     #[test]
-    fn replaces_the_file_and_leaves_no_temp_file() {
+    fn write_atomic_replaces_and_leaves_no_temp_files() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("config.yaml");
         write_atomic(&path, b"one").unwrap();
-        write_atomic(&path, b"two").unwrap();
-        assert_eq!(fs::read(&path).unwrap(), b"two");
-        assert_eq!(names(dir.path()), ["config.yaml"]);
+        write_atomic(&path, b"two, longer").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"two, longer");
+        let names: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["config.yaml"]);
+        let err = write_atomic(&dir.path().join("missing/x"), b"x").unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::NotFound);
     }
 
     #[test]
-    fn a_missing_directory_fails_and_leaves_nothing() {
+    fn a_stale_temp_file_is_not_in_the_way_and_can_be_cleaned() {
         let dir = tempfile::tempdir().unwrap();
-        let err = write_atomic(&dir.path().join("no/such/file"), b"x").unwrap_err();
-        assert_eq!(err.kind(), io::ErrorKind::NotFound);
-        assert!(names(dir.path()).is_empty());
+        let path = dir.path().join("50-kubelet-gitops.conf");
+        // What a writer killed mid-write leaves.
+        let stale = dir
+            .path()
+            .join(format!(".50-kubelet-gitops.conf{TMP_MARK}1-0-0"));
+        fs::write(&stale, b"half").unwrap();
+        write_atomic(&path, b"whole").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"whole");
+        assert!(
+            !stale.to_string_lossy().ends_with(".conf"),
+            "never read as a drop-in"
+        );
+        assert!(is_temp_file(&stale.file_name().unwrap().to_string_lossy()));
+        assert!(!is_temp_file("50-kubelet-gitops.conf") && !is_temp_file(".hidden"));
+        fs::write(dir.path().join("other"), b"x").unwrap();
+        assert_eq!(
+            clean_temp_files(dir.path(), "50-kubelet-gitops.conf").unwrap(),
+            1
+        );
+        assert!(!stale.exists());
+        assert!(dir.path().join("other").exists() && path.exists());
     }
 
     #[test]
     fn a_path_without_a_file_name_is_refused() {
         let err = write_atomic(Path::new("/"), b"x").unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
-    }
-
-    #[test]
-    fn stale_temp_files_are_recognised_and_cleaned_by_target() {
-        let dir = tempfile::tempdir().unwrap();
-        let stale = format!(".config.yaml{TMP_MARK}1-0-0");
-        let other = format!(".50-kubelet-gitops.conf{TMP_MARK}1-0-0");
-        fs::write(dir.path().join(&stale), b"half").unwrap();
-        fs::write(dir.path().join(&other), b"half").unwrap();
-        assert!(is_temp_file(&stale));
-        assert!(!is_temp_file("config.yaml"));
-        assert!(!is_temp_file(".hidden"));
-        // A stale temp file is not in the way of a new write.
-        write_atomic(&dir.path().join("config.yaml"), b"new").unwrap();
-        assert_eq!(clean_temp_files(dir.path(), "config.yaml").unwrap(), 1);
-        assert_eq!(names(dir.path()), [other.as_str(), "config.yaml"]);
     }
 }

@@ -25,6 +25,7 @@ mod publish;
 pub mod ready;
 mod steps;
 
+use kubelet_gitops_core::logging::{self, LogOutput, LoggingError};
 use std::path::PathBuf;
 
 use kube::Client;
@@ -94,28 +95,13 @@ impl From<FileError> for AgentError {
     }
 }
 
-/// Installs the tracing subscriber: text or JSON lines on stderr, filtered by `filter`.
-/// Does nothing when one is installed already (tests).
+/// Installs the tracing subscriber: text or JSON lines on stderr, filtered by `filter`
+/// (`info` when it does not parse). Does nothing when one is installed already (tests).
 pub fn init_logging(format: LogFormat, filter: &str) {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_new(filter).unwrap_or_else(|e| {
-        eprintln!("invalid log filter {filter:?} ({e}); using \"info\"");
-        EnvFilter::new("info")
-    });
-    // Colours only for a person at a terminal: `kubectl logs`, the journal and log
-    // shippers get plain text (tracing-subscriber colours whenever NO_COLOR is unset).
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
-        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(ansi)
-        .with_writer(std::io::stderr);
-    let result = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
-    };
-    // Err: a subscriber exists already; keep it.
-    let _ = result;
+    if let Err(e @ LoggingError::Filter { .. }) = logging::init(format, filter, LogOutput::Stderr) {
+        eprintln!("{e}; using \"info\"");
+        let _ = logging::init(format, "info", LogOutput::Stderr);
+    }
 }
 
 /// Where the payload goes, from the options and the kubelet's flags (host paths).

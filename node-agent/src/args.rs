@@ -5,6 +5,7 @@
 //! the checkpoint directory, the cgroup root) are written as they are on the host; the
 //! agent reads them under `--host-root`, where a container mounts the host's `/`.
 
+use kubelet_gitops_core::names;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -327,14 +328,7 @@ pub enum CgroupVersionArg {
     V2,
 }
 
-/// `--log-format`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
-}
+pub use kubelet_gitops_core::logging::LogFormat;
 
 /// Where the agent writes the config; the path is resolved against the host root.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -425,20 +419,6 @@ fn absolute(option: &'static str, path: &Path) -> Result<(), ArgsError> {
     }
 }
 
-fn valid_node_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 253
-        && name.split('.').all(|label| {
-            !label.is_empty()
-                && label.len() <= 63
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-        })
-}
-
 fn url(option: &'static str, value: &str) -> Result<String, ArgsError> {
     if value.starts_with("http://") || value.starts_with("https://") {
         Ok(value.to_string())
@@ -494,7 +474,7 @@ impl Args {
             admin_addr,
             log_format,
         } = self;
-        if !valid_node_name(&node_name) {
+        if !names::is_dns1123_subdomain(&node_name) {
             return Err(ArgsError::NodeName(node_name));
         }
         absolute("host-root", &host_root)?;

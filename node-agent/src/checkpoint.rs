@@ -13,7 +13,7 @@
 //! | `checkpoints/<uid>/<resourceVersion>/kubelet.sha256` | its sha256, in `sha256sum` format; written last, it marks the checkpoint complete |
 //! | `local/kubelet`, `local/kubelet.sha256` | the node's own config file, saved before the agent first overwrites it, and saved again when the node's file changes while the node runs its local config |
 //!
-//! Every file is written with [`write_atomic`]: a temp file in the same directory,
+//! Every file is written with `kubelet_gitops_core::atomic::write_atomic`: a temp file in the same directory,
 //! `sync_all`, rename over the target, fsync of the directory. A crash at any instant
 //! leaves either the old or the new file, never a mix; leftover temp files are removed by
 //! [`CheckpointStore::open`] and [`CheckpointStore::prune`]. A file whose content does not
@@ -25,7 +25,6 @@
 //! exact bytes of the inner object as stored, so the check does not depend on how JSON is
 //! re-serialized.
 
-mod atomic;
 mod framed;
 mod record;
 
@@ -39,9 +38,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tracing::{debug, info, instrument, warn};
 
-use atomic::{TMP_MARK, sync_dir};
-pub use atomic::{clean_temp_files, write_atomic};
 pub use framed::{meta_path, read_framed, write_framed};
+use kubelet_gitops_core::atomic::{is_temp_file, sync_dir, write_atomic};
 pub use record::{ApplyPhase, Assigned, Checkpoint, Verdict};
 
 use crate::error::CheckpointError;
@@ -169,7 +167,7 @@ impl CheckpointStore {
             let entry = entry.map_err(io_err("list", dir))?;
             let name = entry.file_name();
             let name = name.to_string_lossy();
-            if name.starts_with('.') && name.contains(TMP_MARK) {
+            if is_temp_file(&name) {
                 let path = entry.path();
                 debug!(path = %path.display(), "removing a temp file left by an interrupted write");
                 fs::remove_file(&path).map_err(io_err("remove", &path))?;

@@ -7,7 +7,9 @@ use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::checkpoint::{sha256_hex, write_atomic};
+use kubelet_gitops_core::atomic::write_atomic;
+
+use crate::checkpoint::sha256_hex;
 use crate::error::FileError;
 use crate::hostflags::host_path;
 

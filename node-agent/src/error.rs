@@ -13,6 +13,7 @@
 //!   leads to a roll back.
 //! - [`FileError`]: the kubelet's config file (or the agent's drop-in).
 
+use kubelet_gitops_core::message::{self, Limit};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -243,22 +244,6 @@ pub struct FileError {
     pub source: std::io::Error,
 }
 
-/// An error and its causes, `: `-joined; a cause whose text the message holds already is
-/// left out.
-pub fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut cur = e.source();
-    while let Some(s) = cur {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        cur = s.source();
-    }
-    out
-}
-
 /// The innermost cause of `e`, made short for a message a person reads on a Node: an
 /// I/O error as its kind in plain words without the `(os error N)` suffix (`connection
 /// refused`), anything else as it prints. Library errors such as reqwest's wrap the one
@@ -313,19 +298,13 @@ fn strip_os_error(text: &str) -> String {
 
 /// `s` cut to at most `max` bytes (at a character boundary), marked with `...` when cut.
 pub fn cap(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max.saturating_sub(3);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &s[..end])
+    message::truncate(s, Limit::Bytes(max), "...")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kubelet_gitops_core::message::error_chain;
 
     #[derive(Debug, thiserror::Error)]
     #[error("error sending request for url (http://127.0.0.1:1/healthz)")]
@@ -355,7 +334,7 @@ mod tests {
     fn a_chain_leaves_out_causes_the_message_holds() {
         let e = Outer(Middle(std::io::Error::other("refused")));
         assert_eq!(
-            chain(&e),
+            error_chain(&e),
             "error sending request for url (http://127.0.0.1:1/healthz): client error (Connect): refused"
         );
         let file = FileError {
@@ -363,7 +342,7 @@ mod tests {
             path: "/k".into(),
             source: std::io::Error::other("failed to read /k"),
         };
-        assert_eq!(chain(&file), "failed to read /k", "said already");
+        assert_eq!(error_chain(&file), "failed to read /k", "said already");
     }
 
     #[test]

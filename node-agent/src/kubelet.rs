@@ -126,15 +126,3 @@ impl Kubelet {
         self.probe.wait_ready(expect, timeout).await
     }
 }
-
-/// `s` cut to at most `max` bytes (at a character boundary), marked with `...` after.
-fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &s[..end])
-}

@@ -8,6 +8,7 @@
 //! and a strategic merge patch on the status subresource for the condition, which merges
 //! by condition type and so leaves the kubelet's own conditions alone.
 
+use kubelet_gitops_core::message::{self, Limit};
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Event, EventSource, Node, NodeCondition, ObjectReference};
@@ -110,15 +111,9 @@ impl Report {
     }
 }
 
+/// `message` cut to what an annotation may hold.
 fn truncate(message: &str) -> String {
-    if message.len() <= MAX_MESSAGE {
-        return message.to_string();
-    }
-    let mut end = MAX_MESSAGE - 16;
-    while !message.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{} ... (truncated)", &message[..end])
+    message::truncate(message, Limit::Bytes(MAX_MESSAGE), " ... (truncated)")
 }
 
 /// The JSON merge patch that turns the Node's agent annotations (`live`) into `wanted`,

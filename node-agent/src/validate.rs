@@ -30,6 +30,7 @@
 //! ([`Validated::current`]), `None` when those do not load; then everything counts as
 //! newly named.
 
+use kubelet_gitops_core::message::error_chain;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
@@ -218,17 +219,6 @@ pub fn check_pods_cgroup(node: &NodeContext) -> Result<Option<String>, Rejection
     cgroups::verify_pods(&node.cgroups, &layout).map_err(|e| {
         Rejection::internal(format!("cannot read the pods cgroup: {}", error_chain(&e)))
     })
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut cur = e.source();
-    while let Some(s) = cur {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        cur = s.source();
-    }
-    out
 }
 
 /// The effective config the kubelet would build with `payload` in place (`None`: the

@@ -118,5 +118,3 @@ impl Default for KubeletOptions {
         }
     }
 }
-
-pub use kubelet_gitops_core::atomic::write_atomic;

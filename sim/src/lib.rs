@@ -9,7 +9,6 @@ pub mod cluster;
 pub mod discovery;
 pub mod error;
 pub mod faults;
-pub mod inventory;
 pub mod kubeconfig;
 pub mod kubelet;
 pub mod patch;

@@ -4,6 +4,7 @@
 //! config of a verification, the pods-cgroup check), with the Node's capacity. The next
 //! pass reads the command line again: a `kubeadm upgrade` may change it between passes.
 
+use kubelet_gitops_core::message::error_chain;
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
@@ -14,7 +15,7 @@ use tracing::warn;
 
 use crate::args::Config;
 use crate::config_file::Placement;
-use crate::error::{HostError, chain};
+use crate::error::HostError;
 use crate::hostflags::read_flags;
 use crate::validate::NodeContext;
 
@@ -66,7 +67,7 @@ impl NodeSetup {
         match self.context() {
             Ok(ctx) => root_dir(&ctx.flags),
             Err(e) => {
-                warn!(error = %chain(e), default = DEFAULT_ROOT_DIR, "cannot read the kubelet's flags for --root-dir; using the default");
+                warn!(error = %error_chain(e), default = DEFAULT_ROOT_DIR, "cannot read the kubelet's flags for --root-dir; using the default");
                 DEFAULT_ROOT_DIR.to_string()
             }
         }

@@ -4,6 +4,7 @@
 //! what comes next. Without a Node, a rollback in flight is still carried as far as the
 //! kubelet's restart.
 
+use kubelet_gitops_core::message::error_chain;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -22,7 +23,6 @@ use super::metrics::Metrics;
 use crate::args::Config;
 use crate::checkpoint::CheckpointStore;
 use crate::config_file::ConfigFile;
-use crate::error::chain;
 use crate::kubelet::Kubelet;
 use crate::report::{EventType, Reporter, event_reason};
 use crate::watch::{ConfigMapState, ConfigMapWatch, NodeWatch};
@@ -191,7 +191,7 @@ impl Driver {
                         .unwrap_or(ERROR_BACKOFF.0);
                     self.memory.error_backoff = Some(delay);
                     self.metrics.error();
-                    let message = chain(&e);
+                    let message = error_chain(&e);
                     error!(error = %message, retry_in = ?delay, "step failed");
                     if delay >= ERROR_BACKOFF.1 / 2 {
                         self.reporter
@@ -229,7 +229,7 @@ impl Driver {
         let retry = match self.roll_back_without_node().await {
             Ok(()) => None,
             Err(e) => {
-                error!(error = %chain(&e), retry_in = ?OFFLINE_RETRY, "carrying on the rollback without the Node failed");
+                error!(error = %error_chain(&e), retry_in = ?OFFLINE_RETRY, "carrying on the rollback without the Node failed");
                 Some(OFFLINE_RETRY)
             }
         };

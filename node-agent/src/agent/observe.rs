@@ -4,6 +4,7 @@
 //! the kubelet's healthz when a promotion is due.
 
 use k8s_openapi::api::core::v1::Node;
+use kubelet_gitops_core::message::error_chain;
 use kubelet_gitops_core::protocol::{ConfigRef, DESIRED_CONFIG, HEALTH_TIMEOUT, LKG_GRACE};
 use std::time::Duration;
 use tracing::{debug, warn};
@@ -14,7 +15,6 @@ use super::decide::{Assignment, Desired, Disk, Failed, Observed, PodsCgroup};
 use super::drive::{Driver, secs_ceil, unix_now};
 use crate::checkpoint::{ApplyPhase, Assigned, Checkpoint, sha256_hex};
 use crate::config_file::Placement;
-use crate::error::chain;
 use crate::report::Report;
 use crate::validate;
 
@@ -64,7 +64,7 @@ impl Driver {
         let local_original = match self.store.local_original() {
             Ok(o) => o,
             Err(e) if e.is_corrupt() => {
-                warn!(error = %chain(&e), "the saved local config is corrupt; it will not be used");
+                warn!(error = %error_chain(&e), "the saved local config is corrupt; it will not be used");
                 None
             }
             Err(e) => return Err(e.into()),
@@ -132,7 +132,7 @@ impl Driver {
         match self.store.assigned() {
             Ok(a) => Ok(a),
             Err(e) if e.is_corrupt() => {
-                warn!(error = %chain(&e), "meta/assigned is corrupt; treating the node as on its local config");
+                warn!(error = %error_chain(&e), "meta/assigned is corrupt; treating the node as on its local config");
                 Ok(None)
             }
             Err(e) => Err(e.into()),
@@ -144,7 +144,7 @@ impl Driver {
         match self.store.last_known_good() {
             Ok(c) => Ok(c),
             Err(e) if e.is_corrupt() => {
-                warn!(error = %chain(&e), "meta/last-known-good is corrupt; falling back to the local config");
+                warn!(error = %error_chain(&e), "meta/last-known-good is corrupt; falling back to the local config");
                 Ok(None)
             }
             Err(e) => Err(e.into()),
@@ -229,7 +229,7 @@ fn pods_cgroup_check(setup: &NodeSetup) -> Option<PodsCgroup> {
     let ctx = match setup.context() {
         Ok(c) => c,
         Err(e) => {
-            warn!(error = %chain(e), "cannot check the pods cgroup");
+            warn!(error = %error_chain(e), "cannot check the pods cgroup");
             return None;
         }
     };

@@ -4,6 +4,7 @@
 //! middle of a rollback nothing waits for the API server: reports and Events there are
 //! bounded ([`REPORT_TIMEOUT`]) and a failure is logged; the next decision reports again.
 
+use kubelet_gitops_core::message::error_chain;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
@@ -15,7 +16,6 @@ use super::AgentError;
 use super::decide::{Desired, Observed, PodsCgroup};
 use super::drive::Driver;
 use crate::checkpoint::{Assigned, Verdict};
-use crate::error::chain;
 use crate::report::{EventType, Report, event_reason};
 
 /// Bound on a report or Event sent in the middle of a rollback: the API server must never
@@ -166,7 +166,7 @@ impl Driver {
         match tokio::time::timeout(REPORT_TIMEOUT, self.publish(fallback, wanted)).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
-                warn!(error = %chain(&e), "report not written; the rollback goes on and the report is retried")
+                warn!(error = %error_chain(&e), "report not written; the rollback goes on and the report is retried")
             }
             Err(_) => {
                 warn!(timeout = ?REPORT_TIMEOUT, "no answer to the report; the rollback goes on and the report is retried")
@@ -218,7 +218,9 @@ impl Driver {
         });
         match self.store.set_assigned(&Assigned { failed, ..a }) {
             Ok(()) => debug!(config = %v.config, "verdict reported on the Node"),
-            Err(e) => warn!(error = %chain(&e), "cannot record that the verdict was reported"),
+            Err(e) => {
+                warn!(error = %error_chain(&e), "cannot record that the verdict was reported")
+            }
         }
     }
 }

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::Parser as _;
+use kubelet_gitops_core::message::error_chain;
 use node_agent::args::LogFormat;
 use node_agent::rescue::{self, RescueArgs};
 
@@ -31,11 +32,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            let chain: Vec<String> = anyhow::Error::new(e)
-                .chain()
-                .map(ToString::to_string)
-                .collect();
-            tracing::error!(error = %chain.join(": "), "kubelet-gitops-rescue failed; the kubelet starts as it is");
+            tracing::error!(error = %error_chain(&e), "kubelet-gitops-rescue failed; the kubelet starts as it is");
             ExitCode::FAILURE
         }
     }

@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::{META_DIR, io_err, is_sha256_hex, sha256_hex, write_atomic};
+use kubelet_gitops_core::atomic::write_atomic;
+
+use super::{META_DIR, io_err, is_sha256_hex, sha256_hex};
 use crate::error::CheckpointError;
 
 /// The on-disk envelope of a metadata file: the object's exact bytes and their sha256.

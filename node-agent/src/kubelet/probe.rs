@@ -15,7 +15,8 @@ use serde_json::Value;
 use tokio::time::Instant;
 use tracing::{debug, info, instrument, warn};
 
-use super::{KubeletSettings, truncate};
+use super::KubeletSettings;
+use crate::error::cap;
 use crate::error::{KubeletError, brief, root_cause};
 
 /// Installs rustls's ring crypto provider as the process default (reqwest is built
@@ -130,7 +131,7 @@ impl Probe {
             return Err(KubeletError::Status {
                 url: url.to_string(),
                 code,
-                body: truncate(&text, 256),
+                body: cap(&text, 256),
             });
         }
         Ok(body.to_vec())

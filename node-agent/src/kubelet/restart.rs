@@ -14,8 +14,8 @@ use std::time::Duration;
 use futures::StreamExt as _;
 use tracing::{debug, info};
 
-use super::truncate;
 use crate::error::KubeletError;
+use crate::error::cap;
 
 /// A boxed future, for the object-safe [`Restarter`] trait.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -279,7 +279,7 @@ impl Restarter for CommandRestarter {
             Err(KubeletError::CommandFailed {
                 command: self.argv.clone(),
                 status: out.status.to_string(),
-                stderr: truncate(stderr.trim(), 1024),
+                stderr: cap(stderr.trim(), 1024),
             })
         })
     }

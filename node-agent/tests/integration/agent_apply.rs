@@ -140,7 +140,8 @@ async fn an_enforced_reserved_cgroup_that_is_missing_is_created() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_agent_resumes_from_the_persisted_phase() {
-    use node_agent::checkpoint::{ApplyPhase, Assigned, CheckpointStore, write_atomic};
+    use kubelet_gitops_core::atomic::write_atomic;
+    use node_agent::checkpoint::{ApplyPhase, Assigned, CheckpointStore};
 
     let mut h = Harness::start().await;
     let yaml = config_with("kubeAPIQPS: 7\n");
@@ -254,7 +255,7 @@ async fn a_pods_cgroup_limit_changed_on_the_node_is_reported_not_rolled_back() {
 
     // Something on the node rewrites the limit (atomically, as a cgroupfs write is to its
     // readers; a truncate-then-write of this plain file could be read half done).
-    kubelet_gitops_sim::kubelet::write_atomic(&file, b"1073741824\n").unwrap();
+    kubelet_gitops_core::atomic::write_atomic(&file, b"1073741824\n").unwrap();
     let finding = format!(
         "pods cgroup /kubepods.slice limits differ from node allocatable: kubepods.slice/memory.max is 1073741824, expected {expected}"
     );
@@ -304,7 +305,7 @@ async fn a_pods_cgroup_limit_changed_on_the_node_is_reported_not_rolled_back() {
     );
 
     // Put right: the finding goes from the message.
-    kubelet_gitops_sim::kubelet::write_atomic(&file, format!("{expected}\n").as_bytes()).unwrap();
+    kubelet_gitops_core::atomic::write_atomic(&file, format!("{expected}\n").as_bytes()).unwrap();
     h.wait_node(
         |n| annotation(n, STATE) == Some("Done") && annotation(n, MESSAGE) == Some(notes.as_str()),
         "the mismatch gone, the notes kept",

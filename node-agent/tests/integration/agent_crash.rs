@@ -347,7 +347,7 @@ async fn a_rollback_killed_between_its_verdict_and_the_fallback_write_resumes_wi
     h.assign(Some(&bad), "2s", "1h").await;
 
     // What the agent left: the failed config written and the kubelet down with it ...
-    kubelet_gitops_sim::kubelet::write_atomic(&h.config_file(), yaml.as_bytes()).unwrap();
+    kubelet_gitops_core::atomic::write_atomic(&h.config_file(), yaml.as_bytes()).unwrap();
     let k = h.sim.kubelet("w1").unwrap();
     k.restart().await;
     assert!(!k.is_running(), "the kubelet cannot start: {:?}", k.state());

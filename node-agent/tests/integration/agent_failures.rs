@@ -374,7 +374,7 @@ async fn a_config_file_put_back_by_hand_during_an_apply_is_rolled_back_not_appli
     h.kill_agent().await;
 
     // The node is NotReady; a person puts its own config back and starts the kubelet.
-    kubelet_gitops_sim::kubelet::write_atomic(&h.config_file(), &original).unwrap();
+    kubelet_gitops_core::atomic::write_atomic(&h.config_file(), &original).unwrap();
     let starts = {
         let k = h.sim.kubelet("w1").unwrap();
         k.restart().await;

@@ -65,7 +65,7 @@ async fn a_config_file_changed_by_hand_is_reported_and_restored() {
 
     // Someone edits the file on the node (atomically, as an editor saving would).
     let edited = config_with("kubeAPIQPS: 99\n");
-    kubelet_gitops_sim::kubelet::write_atomic(&h.config_file(), edited.as_bytes()).unwrap();
+    kubelet_gitops_core::atomic::write_atomic(&h.config_file(), edited.as_bytes()).unwrap();
     let node = h
         .wait_node(
             |n| {
@@ -121,7 +121,7 @@ async fn a_deleted_node_leaves_the_kubelet_alone_until_it_is_back() {
     // While the Node is gone the file drifts: nothing may be restored, restarted or
     // reported (there is nothing to report to), over several resync intervals (1s).
     let edited = config_with("kubeAPIQPS: 99\n");
-    kubelet_gitops_sim::kubelet::write_atomic(&h.config_file(), edited.as_bytes()).unwrap();
+    kubelet_gitops_core::atomic::write_atomic(&h.config_file(), edited.as_bytes()).unwrap();
     tokio::time::sleep(std::time::Duration::from_secs(4)).await;
     assert!(h.agent_running(), "the agent keeps running");
     assert_eq!(kubelet.state().starts, starts, "the kubelet is left alone");
@@ -185,7 +185,7 @@ async fn the_saved_local_config_follows_the_node_file_while_the_node_runs_it() {
 
     // kubeadm upgrade rewrites the node's own file and restarts the kubelet.
     let upgraded = format!("{original}kubeAPIBurst: 77\n");
-    kubelet_gitops_sim::kubelet::write_atomic(&h.config_file(), upgraded.as_bytes()).unwrap();
+    kubelet_gitops_core::atomic::write_atomic(&h.config_file(), upgraded.as_bytes()).unwrap();
     let starts = {
         let k = h.sim.kubelet("w1").unwrap();
         k.restart().await;

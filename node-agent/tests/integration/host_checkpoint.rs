@@ -7,10 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use kubelet_gitops_core::atomic::write_atomic;
 use kubelet_gitops_core::protocol::ConfigRef;
-use node_agent::checkpoint::{
-    ApplyPhase, Assigned, Checkpoint, CheckpointStore, sha256_hex, write_atomic,
-};
+use node_agent::checkpoint::{ApplyPhase, Assigned, Checkpoint, CheckpointStore, sha256_hex};
 use node_agent::error::CheckpointError;
 
 fn cm(name: &str) -> ConfigRef {

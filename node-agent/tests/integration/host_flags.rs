@@ -238,7 +238,7 @@ fn the_sims_flags_file_reads_back_as_the_stand_in_reads_it() {
     let host = tempfile::tempdir().unwrap();
     let node_root = host.path().join("nodes/w1");
     let paths = kubelet_gitops_sim::kubelet::KubeletPaths::new(&node_root);
-    let inv = kubelet_gitops_sim::inventory::Inventory::parse(
+    let inv = kubelet_gitops_core::inventory::Inventory::parse(
         "i.yaml",
         b"nodes:\n- name: w1\n  capacity: {cpu: \"2\", memory: 4Gi, ephemeral-storage: 20Gi, pods: \"20\"}\n  kubeletFlags: \"--max-pods=20 --node-labels=x=y\"\n",
     )

@@ -6,9 +6,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::support::host::{config, handle, kubelet_client, node_context, start_sim};
+use kubelet_gitops_core::atomic::write_atomic;
 use kubelet_gitops_core::configz::configz_diff;
 use kubelet_gitops_sim::kubelet::KubeletPhase;
-use node_agent::checkpoint::write_atomic;
 use node_agent::error::KubeletError;
 use node_agent::kubelet::{Kubelet, KubeletSettings, RecordingRestarter, RestartMethod};
 use node_agent::validate::effective_config;

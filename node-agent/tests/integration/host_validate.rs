@@ -6,10 +6,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::support::host::{config, handle, kubelet_client, node_context, start_sim};
+use kubelet_gitops_core::atomic::write_atomic;
 use kubelet_gitops_core::protocol::reason;
 use kubelet_gitops_sim::kubelet::{KubeletPaths, KubeletPhase};
 use node_agent::cgroups::{self, verify_pods};
-use node_agent::checkpoint::write_atomic;
 use node_agent::config_file::Placement;
 use node_agent::hostflags::host_path;
 use node_agent::validate::{Rejection, effective_config, validate_payload};

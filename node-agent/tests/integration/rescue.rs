@@ -7,10 +7,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use kubelet_gitops_core::atomic::write_atomic;
 use kubelet_gitops_core::protocol::{ConfigRef, State, reason};
 use node_agent::agent::decide::{Assignment, Desired, Failed, Observed, Step, decide};
 use node_agent::args::DROP_IN_FILE;
-use node_agent::checkpoint::{ApplyPhase, Assigned, Checkpoint, CheckpointStore, write_atomic};
+use node_agent::checkpoint::{ApplyPhase, Assigned, Checkpoint, CheckpointStore};
 use node_agent::config_file::Placement;
 use node_agent::lock::AgentLock;
 use node_agent::report::Report;

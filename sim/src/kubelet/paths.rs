@@ -8,7 +8,9 @@ use kubelet_gitops_core::hostpath::host_path;
 use serde::Serialize;
 
 use super::node::{host_pid_max, initial_config_yaml};
-use super::{noderoot, startup, write_atomic};
+use kubelet_gitops_core::atomic::write_atomic;
+
+use super::{noderoot, startup};
 use kubelet_gitops_core::inventory::InventoryNode;
 
 /// Files a kubeadm node on Ubuntu has that kubelet configurations name, with their

@@ -6,11 +6,10 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use super::{
-    HttpTarget, Kind, KubeletHandle, KubeletOptions, KubeletPaths, KubeletSpec, NodeApi,
-    write_atomic,
-};
+use kubelet_gitops_core::atomic::write_atomic;
 use kubelet_gitops_core::inventory::InventoryNode;
+
+use super::{HttpTarget, Kind, KubeletHandle, KubeletOptions, KubeletPaths, KubeletSpec, NodeApi};
 
 /// Options of a stand-in kubelet running as its own process.
 #[derive(Debug, Clone)]

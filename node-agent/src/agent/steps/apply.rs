@@ -2,6 +2,7 @@
 //! that the change makes stale removed before either. The order is what makes a crash at
 //! any instant safe; [`Driver::write`] explains it.
 
+use kubelet_gitops_core::message::error_chain;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -16,7 +17,7 @@ use crate::agent::drive::{Driver, human};
 use crate::agent::publish::{in_flight_is_desired, transitional};
 use crate::agent::ready;
 use crate::checkpoint::{ApplyPhase, Assigned};
-use crate::error::{brief, cap, chain};
+use crate::error::{brief, cap};
 use crate::kubelet::{remove_state_files, state_files_for_change};
 use crate::report::{EventType, event_reason};
 use crate::validate;
@@ -134,7 +135,7 @@ impl Driver {
         let ctx = match setup.context() {
             Ok(c) => c,
             Err(e) => {
-                warn!(error = %chain(e), "cannot read the node's kubelet setup; no kubelet state file will be removed");
+                warn!(error = %error_chain(e), "cannot read the node's kubelet setup; no kubelet state file will be removed");
                 return Vec::new();
             }
         };
@@ -200,7 +201,7 @@ impl Driver {
                 &format!("failed to restart the kubelet: {}", brief(&e)),
                 MAX_REASON,
             );
-            error!(reason = %why, error = %chain(&e), "restart failed");
+            error!(reason = %why, error = %error_chain(&e), "restart failed");
             self.record_failure(seen.map(|(node, _)| node), &next, why)
                 .await;
             return Ok(());

@@ -4,6 +4,7 @@
 //! A config that fails here never reaches the kubelet: a transport failure is retried with
 //! back-off, a rejection only now and then (the content is immutable).
 
+use kubelet_gitops_core::message::error_chain;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
@@ -17,7 +18,6 @@ use crate::agent::drive::{Driver, secs_ceil, unix_now};
 use crate::agent::metrics::Outcome;
 use crate::agent::publish::{overrides_note, transitional};
 use crate::checkpoint::{ApplyPhase, Assigned, Checkpoint};
-use crate::error::chain;
 use crate::report::{EventType, event_reason};
 use crate::validate::{self, Rejection};
 use crate::watch::{ConfigMapState, ConfigMapWatch};
@@ -166,11 +166,14 @@ impl Driver {
         let uid = cm.metadata.uid.clone().unwrap_or_default();
         let rv = cm.metadata.resource_version.clone().unwrap_or_default();
         let checkpoint = self.store.save(config, &uid, &rv, &payload).map_err(|e| {
-            Failure::download(format!("failed to checkpoint {config}: {}", chain(&e)))
+            Failure::download(format!(
+                "failed to checkpoint {config}: {}",
+                error_chain(&e)
+            ))
         })?;
         let ctx = setup.context().map_err(|e| Failure {
             reason: reason::INTERNAL_ERROR,
-            detail: chain(e),
+            detail: error_chain(e),
             download: false,
         })?;
         let validated = validate::validate_payload(&payload, ctx)?;

@@ -2,6 +2,7 @@
 //! has run it healthily for the grace, promoting it to last-known-good. A failed
 //! verification is kept in memory for the next decision, which rolls back.
 
+use kubelet_gitops_core::message::error_chain;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -18,7 +19,7 @@ use crate::agent::metrics::Outcome;
 use crate::agent::publish::in_flight_is_desired;
 use crate::agent::ready;
 use crate::checkpoint::{ApplyPhase, Assigned};
-use crate::error::{KubeletError, brief, cap, chain};
+use crate::error::{KubeletError, brief, cap};
 use crate::report::{EventType, event_reason};
 use crate::validate;
 
@@ -173,7 +174,7 @@ impl Driver {
         // A finished rollback is reported by the next decision (`RolledBack`, `... rolled
         // back to <config>`), from the verdict in `meta/assigned`, retried until it lands.
         if let Err(e) = self.store.prune(&[]) {
-            warn!(error = %chain(&e), "pruning old checkpoints failed");
+            warn!(error = %error_chain(&e), "pruning old checkpoints failed");
         }
         Ok(())
     }
@@ -193,7 +194,7 @@ impl Driver {
             return Ok(Check::Fails(why));
         }
         let payload = self.payload_of(&a.checkpoint)?;
-        let expected = match setup.context().map_err(|e| chain(e)).and_then(|ctx| {
+        let expected = match setup.context().map_err(|e| error_chain(e)).and_then(|ctx| {
             validate::effective_config(Some(&payload), ctx)
                 .map(|e| e.config)
                 .map_err(|r| r.to_string())
@@ -273,7 +274,7 @@ impl Driver {
             )
             .await;
         if let Err(e) = self.store.prune(&[]) {
-            warn!(error = %chain(&e), "pruning old checkpoints failed");
+            warn!(error = %error_chain(&e), "pruning old checkpoints failed");
         }
         Ok(())
     }

@@ -9,9 +9,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
+use kubelet_gitops_core::inventory::Inventory;
 use kubelet_gitops_core::protocol::{self, DESIRED_CONFIG, HEALTH_TIMEOUT, LKG_GRACE};
 use kubelet_gitops_sim::cluster::{Sim, SimConfig};
-use kubelet_gitops_sim::inventory::Inventory;
 use kubelet_gitops_sim::kubelet::{HttpTarget, KubeletOptions, KubeletPaths};
 use kubelet_gitops_sim::resources::kinds;
 use kubelet_gitops_sim::store::WriteOptions;
@@ -58,13 +58,7 @@ rotateCertificates: true
 pub const PATIENCE: Duration = Duration::from_secs(60);
 
 pub fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_test_writer()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .try_init();
+    kubelet_gitops_core::logging::init_for_tests();
 }
 
 /// What a [`Harness`] holds of [`super::PROCESSES`]: the agent restarts the kubelet with

@@ -4,9 +4,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use kubelet_gitops_core::inventory::Inventory;
 use kubelet_gitops_core::quantity::Quantity;
 use kubelet_gitops_sim::cluster::{Sim, SimConfig};
-use kubelet_gitops_sim::inventory::Inventory;
 use kubelet_gitops_sim::kubelet::{KubeletHandle, KubeletOptions, KubeletPaths};
 use node_agent::cgroups::{CgroupConfig, CgroupDriver};
 use node_agent::config_file::Placement;

@@ -90,22 +90,44 @@ pub fn help_options(help: &str) -> Vec<Opt> {
 }
 
 /// The agent's options from the text of `node-agent/src/args.rs` (`src`): every field of
-/// `pub struct Args` with a long flag, its `env`, `default_value` and, for a `value_enum`,
-/// the variants of its enum. Checks that the parse found the options every agent has.
+/// `pub struct Args` with a long flag (and of the structs it flattens), its `env`,
+/// `default_value` and, for a `value_enum`, the variants of its enum. Checks that the
+/// parse found the options every agent has.
 pub fn agent_options(src: &str) -> Vec<Opt> {
-    let body_start = src
-        .find("pub struct Args {")
-        .expect("node-agent/src/args.rs defines `pub struct Args`");
-    let body = &src[body_start..];
-    let body = &body[..body.find("\n}\n").expect("the end of struct Args")];
-    assert!(
-        !body.contains("flatten"),
-        "Args flattens another struct: teach agent_options() to follow it"
-    );
     let mut options = Vec::new();
+    struct_options(src, "Args", &mut options);
+    assert!(
+        options.len() > 20
+            && declares(&options, "--node-name", Some("NODE_NAME"), None)
+            && declares(
+                &options,
+                "--checkpoint-dir",
+                Some("KUBELET_GITOPS_CHECKPOINT_DIR"),
+                Some("/var/lib/kubelet-gitops")
+            ),
+        "node-agent/src/args.rs parsed: {options:?}"
+    );
+    options
+}
+
+/// The options of `pub struct <name>` of `src`, in order, following each
+/// `#[command(flatten)]` field into the struct it names.
+fn struct_options(src: &str, name: &str, options: &mut Vec<Opt>) {
+    let body_start = src
+        .find(&format!("pub struct {name} {{"))
+        .unwrap_or_else(|| panic!("node-agent/src/args.rs defines no `pub struct {name}`"));
+    let body = &src[body_start..];
+    let body = &body[..body
+        .find("\n}\n")
+        .unwrap_or_else(|| panic!("the end of struct {name}"))];
     let mut attr = String::new();
     let mut in_attr = false;
+    let mut flatten = false;
     for line in body.lines().map(str::trim) {
+        if line == "#[command(flatten)]" {
+            flatten = true;
+            continue;
+        }
         if line.starts_with("#[arg(") {
             in_attr = true;
             attr.clear();
@@ -125,6 +147,11 @@ pub fn agent_options(src: &str) -> Vec<Opt> {
             continue;
         };
         let ty = ty.trim().trim_end_matches(',');
+        if std::mem::take(&mut flatten) {
+            struct_options(src, ty, options);
+            attr.clear();
+            continue;
+        }
         let quoted = |key: &str| -> Option<String> {
             let at = attr.find(&format!("{key} = \""))?;
             let rest = &attr[at + key.len() + 4..];
@@ -144,18 +171,6 @@ pub fn agent_options(src: &str) -> Vec<Opt> {
         });
         attr.clear();
     }
-    assert!(
-        options.len() > 20
-            && declares(&options, "--node-name", Some("NODE_NAME"), None)
-            && declares(
-                &options,
-                "--checkpoint-dir",
-                Some("KUBELET_GITOPS_CHECKPOINT_DIR"),
-                Some("/var/lib/kubelet-gitops")
-            ),
-        "node-agent/src/args.rs parsed: {options:?}"
-    );
-    options
 }
 
 /// Whether `options` has `flag` with exactly this variable and default: for checking
