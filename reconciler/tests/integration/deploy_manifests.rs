@@ -36,7 +36,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::support::commands::{read, repo_root, stdout_of};
-use crate::support::options::{agent_options, help_options};
+use crate::support::options::{agent_options, agent_sources, help_options};
 
 /// The kustomizations under test, relative to the repository root.
 const KUSTOMIZATIONS: [&str; 2] = ["deploy/base", "deploy/overlays/example"];
@@ -880,7 +880,7 @@ fn every_flag_and_variable_the_manifests_pass_exists_in_the_binary() {
         "every_flag_and_variable_the_manifests_pass_exists_in_the_binary",
         |renders| {
             let (run_flags, run_envs) = reconciler_run_options();
-            let agent = agent_options(&read("node-agent/src/args.rs"));
+            let agent = agent_options(&agent_sources());
             for r in renders {
                 // The reconciler: `kubelet-gitops run` and its options.
                 let pod = r

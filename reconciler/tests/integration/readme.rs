@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use crate::support::commands::{read, repo_root, stdout_of};
-use crate::support::options::{Opt, agent_options, declares, help_options};
+use crate::support::options::{Opt, agent_options, agent_sources, declares, help_options};
 
 // ---------------------------------------------------------------------------------------
 // Options declared by the binaries
@@ -224,7 +224,7 @@ fn configuration_md_documents_every_option_of_the_agent() {
         &doc,
         "## `kubelet-gitops-agent` (the node agent)",
         "kubelet-gitops-agent",
-        &agent_options(&read("node-agent/src/args.rs")),
+        &agent_options(&agent_sources()),
     );
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

@@ -89,6 +89,14 @@ pub fn help_options(help: &str) -> Vec<Opt> {
     options
 }
 
+/// The text `agent_options` reads: the agent's arguments, and core's log set-up, whose
+/// `LogFormat` they use.
+pub fn agent_sources() -> String {
+    ["node-agent/src/args.rs", "core/src/logging.rs"]
+        .map(super::commands::read)
+        .concat()
+}
+
 /// The agent's options from the text of `node-agent/src/args.rs` (`src`): every field of
 /// `pub struct Args` with a long flag (and of the structs it flattens), its `env`,
 /// `default_value` and, for a `value_enum`, the variants of its enum. Checks that the
