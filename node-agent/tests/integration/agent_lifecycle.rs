@@ -100,6 +100,9 @@ async fn a_deleted_node_leaves_the_kubelet_alone_until_it_is_back() {
     let cm = h.publish("general", &yaml).await;
     h.assign(Some(&cm), "30s", "1h").await;
     h.wait_state(&cm, "Done").await;
+    // The Done report is the annotations, then the condition, then an Event: all of it
+    // is written before the writes are counted.
+    h.wait_event("KubeletConfigApplied", &cm).await;
     let labels = h.node()["metadata"]["labels"].clone();
 
     let nodes: Api<Node> = Api::all(h.client.clone());
@@ -192,7 +195,11 @@ async fn the_saved_local_config_follows_the_node_file_while_the_node_runs_it() {
         k.state().starts
     };
     let deadline = std::time::Instant::now() + crate::support::agent::PATIENCE;
-    while std::fs::read_to_string(&saved).ok().as_deref() != Some(upgraded.as_str()) {
+    // The refresh is complete when its `.next` record is gone (written first, removed last).
+    let in_progress = h.checkpoint_dir().join("local/kubelet.next.sha256");
+    while std::fs::read_to_string(&saved).ok().as_deref() != Some(upgraded.as_str())
+        || in_progress.exists()
+    {
         assert!(
             std::time::Instant::now() < deadline,
             "the saved local config was never refreshed"
