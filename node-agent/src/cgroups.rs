@@ -31,20 +31,6 @@
 //! `/sys/fs/cgroup` and enables every controller along the path), v2 removal (its v2
 //! delete is one `rmdir`, which fails on a cgroup with children), and reading values back
 //! (cgroups-rs's readers turn a missing or unreadable file into 0).
-//!
-//! ```text
-//! pub enum CgroupDriver { Cgroupfs, Systemd }
-//! pub struct CgroupConfig { pub root: PathBuf, pub version: CgroupVersion, pub driver: CgroupDriver }
-//! impl CgroupConfig { pub fn detect(root: &Path, driver: CgroupDriver) -> Result<Self, CgroupError> }
-//! pub fn detect_version(root: &Path) -> Result<CgroupVersion, CgroupError>
-//! pub fn exists(cfg: &CgroupConfig, cgroup: &str) -> bool
-//! pub fn ensure_reserved(cfg: &CgroupConfig, layout: &CgroupLayout) -> Result<Vec<String>, CgroupError>   // created
-//! pub fn create(cfg: &CgroupConfig, cgroup: &str, needed: &[&str]) -> Result<bool, CgroupError>            // true: created now
-//! pub fn write_limits(cfg: &CgroupConfig, spec: &CgroupSpec) -> Result<(), CgroupError>
-//! pub fn check_limits(cfg: &CgroupConfig, spec: &CgroupSpec) -> Result<Vec<LimitMismatch>, CgroupError>
-//! pub fn verify_pods(cfg: &CgroupConfig, layout: &CgroupLayout) -> Result<Option<String>, CgroupError>
-//! pub fn remove(cfg: &CgroupConfig, cgroup: &str) -> Result<(), CgroupError>   // sub-cgroups first
-//! ```
 
 use std::fmt;
 use std::io;

@@ -19,13 +19,6 @@
 //!   file in a higher-priority directory masking one of the same name lower down; then
 //!   `ExecStart=` expanded with `Environment=` and `EnvironmentFile=` (read on the host).
 //!   Type-level drop-ins (`service.d/`) are not read.
-//!
-//! ```text
-//! pub enum FlagSource { Proc, Files(Vec<PathBuf>), SystemdUnit(PathBuf) }
-//! pub fn host_path(host_root: &Path, path: impl AsRef<Path>) -> PathBuf
-//! pub fn read_args(src: &FlagSource, host_root: &Path) -> Result<Vec<String>, HostError>
-//! pub fn read_flags(src: &FlagSource, host_root: &Path) -> Result<KubeletFlags, HostError>
-//! ```
 
 use std::collections::BTreeMap;
 use std::fmt;
