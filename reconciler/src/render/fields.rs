@@ -2,7 +2,8 @@
 //! within another, and a merge patch without the `null`s that remove fields.
 
 use kubelet_gitops_core::decode::join_key;
-use serde_json::Value;
+use kubelet_gitops_core::types::{API_VERSION, KIND};
+use serde_json::{Map, Value};
 
 /// `prefix` followed by a relative field path (`[0].key` or `key.sub`).
 pub(super) fn join_path(prefix: &str, rel: &str) -> String {
@@ -38,4 +39,20 @@ pub(super) fn without_nulls(value: &Value) -> Value {
         // Lists are replaced whole, not patched: a null inside one is a value.
         other => other.clone(),
     }
+}
+
+/// Removes `apiVersion` and `kind` from KubeletConfiguration `fields` (rendering writes
+/// them) and returns each that said something other than the kubelet's: (key, what it
+/// said, what it must say).
+pub(super) fn take_type_meta(
+    fields: &mut Map<String, Value>,
+) -> Vec<(&'static str, Value, &'static str)> {
+    [("apiVersion", API_VERSION), ("kind", KIND)]
+        .into_iter()
+        .filter_map(|(key, expected)| match fields.remove(key) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) if s == expected => None,
+            Some(other) => Some((key, other, expected)),
+        })
+        .collect()
 }

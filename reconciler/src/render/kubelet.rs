@@ -12,7 +12,7 @@ use kubelet_gitops_core::{defaults, protocol};
 use serde_json::Value;
 
 use super::error::RepoError;
-use super::fields::without_nulls;
+use super::fields::{take_type_meta, without_nulls};
 use super::pool::PoolDoc;
 use crate::model::PoolSpec;
 
@@ -96,25 +96,6 @@ pub(super) fn decode_base(path: &str, bytes: &[u8], errors: &mut Vec<RepoError>)
         value,
         map,
     })
-}
-
-/// Removes `apiVersion` and `kind` from KubeletConfiguration `fields` (rendering writes
-/// them) and returns each that said something other than the kubelet's: (key, what it
-/// said, what it must say).
-pub(super) fn take_type_meta(
-    fields: &mut serde_json::Map<String, Value>,
-) -> Vec<(&'static str, Value, &'static str)> {
-    [
-        ("apiVersion", kubelet_types::API_VERSION),
-        ("kind", kubelet_types::KIND),
-    ]
-    .into_iter()
-    .filter_map(|(key, expected)| match fields.remove(key) {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) if s == expected => None,
-        Some(other) => Some((key, other, expected)),
-    })
-    .collect()
 }
 
 /// Merges the pool over the base, renders the YAML, and validates it as the kubelet

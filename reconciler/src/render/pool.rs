@@ -12,8 +12,7 @@ use serde::de::IgnoredAny;
 use serde_json::Value;
 
 use super::error::{RepoError, decode_part};
-use super::fields::{is_within, join_path, without_nulls};
-use super::kubelet::take_type_meta;
+use super::fields::{is_within, join_path, take_type_meta, without_nulls};
 use super::settings::RepoSettings;
 use super::settings::{API_VERSION, POOL_KIND, RolloutDoc, resolve_rollout};
 use crate::model::{LabelSelector, Operator, PoolSpec};
