@@ -23,11 +23,12 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 
+use serde::{Deserialize, Serialize};
+
 use crate::decode::{self, DecodeError, SourceMap, join_index, join_key};
 use crate::flags::{KubeletFlags, split_command_line};
 use crate::names::{self, Wording};
 use crate::quantity::{Format, Quantity};
-use serde::{Deserialize, Serialize};
 
 /// A node inventory file.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -25,10 +25,10 @@ mod publish;
 pub mod ready;
 mod steps;
 
-use kubelet_gitops_core::logging::{self, LogOutput, LoggingError};
 use std::path::PathBuf;
 
 use kube::Client;
+use kubelet_gitops_core::logging::{self, LogOutput, LoggingError};
 use tracing::{info, warn};
 
 use crate::args::{Args, Config, LogFormat, Target};

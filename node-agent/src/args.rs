@@ -5,13 +5,13 @@
 //! the checkpoint directory, the cgroup root) are written as they are on the host; the
 //! agent reads them under `--host-root`, where a container mounts the host's `/`.
 
-use kubelet_gitops_core::names;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 use kubelet_gitops_core::allocatable::CgroupVersion;
+use kubelet_gitops_core::names;
 
 use crate::cgroups::{CgroupConfig, CgroupDriver, detect_version};
 use crate::hostflags::{FlagSource, host_path};

@@ -13,11 +13,11 @@
 //!   leads to a roll back.
 //! - [`FileError`]: the kubelet's config file (or the agent's drop-in).
 
-use kubelet_gitops_core::message::{self, Limit};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use kubelet_gitops_core::flags::FlagError;
+use kubelet_gitops_core::message::{self, Limit};
 
 /// The checkpoint directory (`meta/`, `checkpoints/`, `local/`).
 #[derive(Debug, thiserror::Error)]

@@ -8,7 +8,6 @@
 //! and a strategic merge patch on the status subresource for the condition, which merges
 //! by condition type and so leaves the kubelet's own conditions alone.
 
-use kubelet_gitops_core::message::{self, Limit};
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Event, EventSource, Node, NodeCondition, ObjectReference};
@@ -16,6 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
+use kubelet_gitops_core::message::{self, Limit};
 use kubelet_gitops_core::protocol::{
     self, CONDITION_TYPE, CURRENT_CONFIG, LAST_KNOWN_GOOD, MESSAGE, OBSERVED_CONFIG, STATE, State,
 };

@@ -30,7 +30,6 @@
 //! ([`Validated::current`]), `None` when those do not load; then everything counts as
 //! newly named.
 
-use kubelet_gitops_core::message::error_chain;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
@@ -43,6 +42,7 @@ use kubelet_gitops_core::allocatable::{
 use kubelet_gitops_core::effective::{self, Effective, EffectiveError, Source};
 use kubelet_gitops_core::features;
 use kubelet_gitops_core::flags::{FlagOverride, KubeletFlags};
+use kubelet_gitops_core::message::error_chain;
 use kubelet_gitops_core::protocol::reason;
 use kubelet_gitops_core::quantity::{Format, Quantity};
 use kubelet_gitops_core::types::KubeletConfiguration;

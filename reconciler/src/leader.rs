@@ -29,13 +29,13 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
+use kubelet_gitops_core::message::error_chain;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{error_code, jitter};
 use crate::metrics::Metrics;
 use crate::publish::FIELD_MANAGER;
-use kubelet_gitops_core::message::error_chain;
 
 /// Where the Lease is and how it is held.
 #[derive(Debug, Clone, PartialEq, Eq)]

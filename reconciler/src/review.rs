@@ -30,6 +30,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use kubelet_gitops_core::message::error_chain;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -40,7 +41,6 @@ use crate::plan;
 use crate::render::{RenderOptions, RenderedRepo, RepoError, render_repo};
 use crate::state::SyncState;
 use crate::status::{CommitStatus, PLAN_CONTEXT, StatusState, StatusWriter, count_delivery};
-use kubelet_gitops_core::message::error_chain;
 
 /// The pull- or merge-request number of a head ref: `refs/pull/7/head` and
 /// `refs/merge-requests/7/head` are 7. Any other ref is not a request head.

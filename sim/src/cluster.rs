@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use kubelet_gitops_core::inventory::{Inventory, InventoryError};
 use serde_json::json;
 
 use crate::faults::FaultConfig;
@@ -19,7 +20,6 @@ use crate::reqlog::RequestLog;
 use crate::resources::kinds;
 use crate::server::ApiServer;
 use crate::store::{Store, WriteOptions};
-use kubelet_gitops_core::inventory::{Inventory, InventoryError};
 
 /// The namespaces every cluster has.
 pub const NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];

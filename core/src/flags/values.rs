@@ -1,11 +1,11 @@
 //! Each flag type's `Set`, as upstream writes it: what a value parses to, and the error
 //! text when it does not.
 
-use crate::go::quote;
 use std::collections::BTreeMap;
 
 use super::table::ValueKind;
 use crate::duration::Duration;
+use crate::go::quote;
 use crate::names::{self, Wording};
 use crate::quantity::Quantity;
 

@@ -4,12 +4,12 @@
 //! config of a verification, the pods-cgroup check), with the Node's capacity. The next
 //! pass reads the command line again: a `kubeadm upgrade` may change it between passes.
 
-use kubelet_gitops_core::message::error_chain;
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as NodeQuantity;
 use kubelet_gitops_core::flags::{DEFAULT_ROOT_DIR, KubeletFlags};
+use kubelet_gitops_core::message::error_chain;
 use kubelet_gitops_core::quantity::Quantity;
 use tracing::warn;
 

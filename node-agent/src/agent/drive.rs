@@ -4,13 +4,13 @@
 //! what comes next. Without a Node, a rollback in flight is still carried as far as the
 //! kubelet's restart.
 
-use kubelet_gitops_core::message::error_chain;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::core::v1::Node;
 use kube::Client;
+use kubelet_gitops_core::message::error_chain;
 use kubelet_gitops_core::protocol::{ConfigRef, reason};
 use tokio::sync::watch as channel;
 use tracing::{debug, error, info, warn};

@@ -3,10 +3,11 @@
 //! against what the agent wrote or saved, the pods cgroup of the config the node runs, and
 //! the kubelet's healthz when a promotion is due.
 
+use std::time::Duration;
+
 use k8s_openapi::api::core::v1::Node;
 use kubelet_gitops_core::message::error_chain;
 use kubelet_gitops_core::protocol::{ConfigRef, DESIRED_CONFIG, HEALTH_TIMEOUT, LKG_GRACE};
-use std::time::Duration;
 use tracing::{debug, warn};
 
 use super::AgentError;

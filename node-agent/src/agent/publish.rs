@@ -4,11 +4,11 @@
 //! middle of a rollback nothing waits for the API server: reports and Events there are
 //! bounded ([`REPORT_TIMEOUT`]) and a failure is logged; the next decision reports again.
 
-use kubelet_gitops_core::message::error_chain;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use kubelet_gitops_core::flags::FlagOverride;
+use kubelet_gitops_core::message::error_chain;
 use kubelet_gitops_core::protocol::{ConfigRef, LOCAL, State};
 use tracing::{debug, warn};
 

@@ -7,9 +7,10 @@ use std::process::ExitCode;
 
 use clap::Args;
 use kubelet_gitops_core::logging::{self, LogFormat, LogOutput};
-
-use crate::demo::{Demo, DemoOptions, Speed};
 use kubelet_gitops_core::message::error_chain;
+
+use super::inputs;
+use crate::demo::{Demo, DemoOptions, Speed};
 
 /// `kubelet-gitops demo` options.
 #[derive(Debug, Args)]
@@ -63,15 +64,9 @@ pub fn run(args: DemoArgs) -> ExitCode {
         speed,
         live: std::io::stdout().is_terminal(),
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match inputs::runtime() {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     runtime.block_on(async move {
         let mut demo = match Demo::new(options) {

@@ -194,3 +194,15 @@ pub(super) fn print_validation_errors(file: &str, eff: &Effective, errors: &[Val
         eprintln!("{file}:{line}: {}: {}{by_flag}", err.field, err.message);
     }
 }
+
+/// The multi-threaded runtime of the long-running commands; on failure the message is
+/// printed and the exit code (2) returned.
+pub(super) fn runtime() -> Result<tokio::runtime::Runtime, std::process::ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("error: cannot start the async runtime: {e}");
+            std::process::ExitCode::from(2)
+        })
+}

@@ -4,10 +4,11 @@
 use std::process::ExitCode;
 
 use kubelet_gitops_core::logging::{self, LogOutput};
+use kubelet_gitops_core::message::error_chain;
 
+use super::inputs;
 use crate::args::RunArgs;
 use crate::controller;
-use kubelet_gitops_core::message::error_chain;
 
 /// Waits for SIGTERM (what Kubernetes sends) or Ctrl-C.
 async fn terminated() {
@@ -47,15 +48,9 @@ pub fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match inputs::runtime() {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     let once = config.once;
     let result = runtime.block_on(async move {

@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use kubelet_gitops_core::message::error_chain;
 use tokio::task::JoinSet;
 
 use super::reconcile::Desired;
@@ -12,7 +13,6 @@ use super::task::{ConfigMaps, Controller, LoopState};
 use crate::git::{CommitSource, PollEvent};
 use crate::render::{RepoError, render_repo};
 use crate::state::RejectedCommit;
-use kubelet_gitops_core::message::error_chain;
 
 /// Why a fetched commit did not become the desired state.
 pub(super) enum RenderFailure {

@@ -21,12 +21,12 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use kubelet_gitops_core::message::error_chain;
 use tokio::task::JoinSet;
 
 use super::commits::RenderFailure;
 use super::task::{ConfigMaps, Controller, LoopState};
 use crate::git;
-use kubelet_gitops_core::message::error_chain;
 
 /// How many first-parent ancestors of an invalid head are looked at.
 pub(crate) const RESUME_DEPTH: usize = 100;

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use kubelet_gitops_core::message::error_chain;
 use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
@@ -23,7 +24,6 @@ use crate::metrics::{Metrics, ReconcileResult};
 use crate::review::{ReviewConfig, Reviewer};
 use crate::state::{Role, SyncState};
 use crate::status::{StatusReporter, StatusWriter};
-use kubelet_gitops_core::message::error_chain;
 
 /// Decides whether a write may go out now.
 #[derive(Clone)]

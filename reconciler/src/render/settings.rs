@@ -2,11 +2,11 @@
 //! fields shared by the settings' defaults and each pool's `spec.rollout`, and the
 //! include/exclude globs.
 
-use kubelet_gitops_core::names;
 use std::time::Duration;
 
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 use kubelet_gitops_core::decode::{self, Position, SourceMap, join_index, join_key};
+use kubelet_gitops_core::names;
 use kubelet_gitops_core::types::KubeletConfiguration;
 use serde::Deserialize;
 use serde::de::IgnoredAny;

@@ -1,8 +1,9 @@
 //! A commit status in our terms, before a backend maps it onto its forge: the contexts
 //! we post under, our states, and how a description is cut to a forge's limit.
 
-use kubelet_gitops_core::message::{self, Limit};
 use std::fmt;
+
+use kubelet_gitops_core::message::{self, Limit};
 
 /// The context of the summary status, and the prefix of every pool's context.
 pub const CONTEXT: &str = "kubelet-gitops";

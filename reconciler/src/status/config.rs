@@ -4,6 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use kubelet_gitops_core::message::error_chain;
+
 use super::backend::Backend;
 use super::error::StatusError;
 use super::forge::{GitHub, GitHubConfig, Gitea, GiteaConfig};
@@ -12,7 +14,6 @@ use super::notes::{Notes, NotesConfig, NotesRemote};
 use super::retry::RetryPolicy;
 use super::writer::StatusWriter;
 use crate::git::{self, GitConfig, GitRepo};
-use kubelet_gitops_core::message::error_chain;
 
 /// Fetches GitHub's and Gitea's pull-request heads into the cache, under the same names.
 pub const PULL_REFSPEC: &str = "+refs/pull/*/head:refs/pull/*/head";

@@ -5,12 +5,11 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args as ClapArgs, Parser, Subcommand};
-
-use crate::faults::FaultConfig;
-use crate::kubelet::{self, KubeletOptions, ProcessOptions};
 use kubelet_gitops_core::inventory::Inventory;
 
 use super::{Sim, SimConfig};
+use crate::faults::FaultConfig;
+use crate::kubelet::{self, KubeletOptions, ProcessOptions};
 
 /// A simulated Kubernetes API server with simulated nodes and stand-in kubelets, for
 /// testing and demonstrating kubelet-gitops without a cluster.

@@ -6,12 +6,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kubelet_gitops_core::inventory::InventoryNode;
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::supervisor::Supervisor;
 use super::{KubeletOptions, KubeletPaths, NodeApi, node, runtime};
-use kubelet_gitops_core::inventory::InventoryNode;
 
 /// Where a stand-in kubelet is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -4,14 +4,13 @@
 
 use std::path::{Path, PathBuf};
 
+use kubelet_gitops_core::atomic::write_atomic;
 use kubelet_gitops_core::hostpath::host_path;
+use kubelet_gitops_core::inventory::InventoryNode;
 use serde::Serialize;
 
 use super::node::{host_pid_max, initial_config_yaml};
-use kubelet_gitops_core::atomic::write_atomic;
-
 use super::{noderoot, startup};
-use kubelet_gitops_core::inventory::InventoryNode;
 
 /// Files a kubeadm node on Ubuntu has that kubelet configurations name, with their
 /// content: (path on the node, content). Written once; a node keeps its disk.

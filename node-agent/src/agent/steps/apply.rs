@@ -2,10 +2,10 @@
 //! that the change makes stale removed before either. The order is what makes a crash at
 //! any instant safe; [`Driver::write`] explains it.
 
-use kubelet_gitops_core::message::error_chain;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use kubelet_gitops_core::message::error_chain;
 use kubelet_gitops_core::protocol::{ConfigRef, State};
 use tracing::{debug, error, info, instrument, warn};
 

@@ -4,10 +4,10 @@
 //! A config that fails here never reaches the kubelet: a transport failure is retried with
 //! back-off, a rejection only now and then (the content is immutable).
 
-use kubelet_gitops_core::message::error_chain;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use kubelet_gitops_core::message::error_chain;
 use kubelet_gitops_core::protocol::{CONFIGMAP_KEY, ConfigRef, State, reason};
 use tracing::{info, instrument, warn};
 

@@ -2,11 +2,11 @@
 //! has run it healthily for the grace, promoting it to last-known-good. A failed
 //! verification is kept in memory for the next decision, which rolls back.
 
-use kubelet_gitops_core::message::error_chain;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
+use kubelet_gitops_core::message::error_chain;
 use kubelet_gitops_core::protocol::{ConfigRef, reason};
 use tracing::{error, info, instrument, warn};
 
