@@ -218,8 +218,35 @@ pub async fn run(program: &str, args: &[&str], cwd: Option<&Path>) -> Result<Str
 }
 
 /// A TCP port on 127.0.0.1 that was free a moment ago (for processes that must be
-/// told their port up front).
+/// told their port up front). The scenarios run concurrently, and every process binding
+/// port 0 meanwhile gets one from the kernel's ephemeral range: so the port comes from
+/// below that range, where only such hand-outs go, and none is handed out twice by this
+/// process. Where the ephemeral range leaves no room below it, the kernel picks.
 pub fn free_port() -> Result<u16, E2eError> {
+    use std::sync::atomic::{AtomicU16, Ordering};
+    // Below the default ephemeral range (32768-60999), above the well-known services.
+    const LOW: u16 = 20_000;
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32_768);
+    if ephemeral_low > LOW + 1_000 {
+        let span = ephemeral_low - LOW;
+        // Processes of other test binaries start elsewhere in the span.
+        let _ = NEXT.compare_exchange(
+            0,
+            (std::process::id() % u32::from(span)) as u16,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+        for _ in 0..span {
+            let port = LOW + NEXT.fetch_add(1, Ordering::Relaxed) % span;
+            if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return Ok(port);
+            }
+        }
+    }
     let l =
         std::net::TcpListener::bind("127.0.0.1:0").map_err(E2eError::io("finding a free port"))?;
     let port = l
