@@ -2,7 +2,11 @@
 //! human-readable text or JSON lines, coloured only for a person at a terminal (`kubectl
 //! logs`, the journal and log shippers get plain text; tracing-subscriber colours whenever
 //! `NO_COLOR` is unset, so the terminal check is ours). Behind the `logging` feature, so
-//! that a user of the kubelet model alone does not link tracing-subscriber.
+//! that a user of the kubelet model alone does not link tracing-subscriber. Text lines
+//! show control characters in field values escaped ([`escape`]), so that a value from a
+//! repository or a node cannot forge a log line.
+
+mod escape;
 
 use std::io::IsTerminal as _;
 use std::sync::Mutex;
@@ -61,6 +65,7 @@ pub fn init(format: LogFormat, filter: &str, output: LogOutput) -> Result<(), Lo
     let builder = tracing_subscriber::fmt().with_env_filter(env_filter);
     let installed = match (output, format) {
         (LogOutput::Stderr, LogFormat::Text) => builder
+            .fmt_fields(escape::OneLineFields::default())
             .with_ansi(stderr_wants_colour())
             .with_writer(std::io::stderr)
             .try_init(),
@@ -71,6 +76,7 @@ pub fn init(format: LogFormat, filter: &str, output: LogOutput) -> Result<(), Lo
             .with_writer(std::io::stderr)
             .try_init(),
         (LogOutput::File(file), LogFormat::Text) => builder
+            .fmt_fields(escape::OneLineFields::default())
             .with_ansi(false)
             .with_writer(Mutex::new(file))
             .try_init(),
@@ -80,7 +86,10 @@ pub fn init(format: LogFormat, filter: &str, output: LogOutput) -> Result<(), Lo
             .with_current_span(true)
             .with_writer(Mutex::new(file))
             .try_init(),
-        (LogOutput::Test, LogFormat::Text) => builder.with_test_writer().try_init(),
+        (LogOutput::Test, LogFormat::Text) => builder
+            .fmt_fields(escape::OneLineFields::default())
+            .with_test_writer()
+            .try_init(),
         (LogOutput::Test, LogFormat::Json) => builder
             .json()
             .flatten_event(true)

@@ -1,5 +1,31 @@
-//! Messages for people: an error with its causes on one line, and text cut to the limit
-//! of where it is shown (a Node annotation, an Event, a commit status description).
+//! Messages for people: an error with its causes on one line, text cut to the limit of
+//! where it is shown (a Node annotation, an Event, a commit status description), and text
+//! from a repository or a node made safe for where it is printed.
+//!
+//! # Escaping
+//!
+//! Paths, field names, values and kubelet messages come from people with push rights or
+//! from nodes; printed as they are, a newline in them forges a line of output (a `valid`
+//! line, a git note line, a log line), an ANSI escape rewrites a terminal, a bidi control
+//! reorders what a reviewer reads, and Markdown forges the structure of a plan. Every sink
+//! has its escape here:
+//!
+//! | sink | function |
+//! | --- | --- |
+//! | a line of terminal or log text, a status description, a git note line, an annotation, an Event | [`escape_line`] ([`OneLine`] in `format!`) |
+//! | bytes that may not be UTF-8 (a git path) | [`escape_bytes`] |
+//! | Markdown inline code | [`markdown_code`] |
+//! | a Markdown table cell | [`markdown_cell`] |
+//! | a Markdown fenced code block | [`markdown_fence`] |
+//! | Markdown prose | [`markdown_text`] |
+//!
+//! The line escape shows the characters [`is_unsafe`] names as `\n`, `\r`, `\t` or
+//! `\u{1b}` and keeps everything else, printable Unicode included. It is for display,
+//! not reversible (a backslash is kept as it is), and idempotent: text escaped once does
+//! not change when escaped again, so a value read back from a Node compares equal.
+
+use std::borrow::Cow;
+use std::fmt;
 
 /// `e` and its sources, `: `-joined, leaving out a source whose message the text so far
 /// already contains (a `thiserror` message that prints its source, `"{0}"`, would
@@ -14,6 +40,206 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
             out.push_str(&text);
         }
         cur = s.source();
+    }
+    out
+}
+
+/// Whether `c` must not reach output as it is: the C0 and C1 controls and DEL (`\n`,
+/// `\r`, `\t`, ESC, NEL ...), the bidirectional formatting characters (U+061C, U+200E,
+/// U+200F, U+202A to U+202E, U+2066 to U+2069: "Trojan Source"), and the Unicode line and
+/// paragraph separators (U+2028, U+2029), which some terminals, editors and log viewers
+/// take as line breaks.
+pub fn is_unsafe(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061c}'
+                | '\u{200e}'
+                | '\u{200f}'
+                | '\u{202a}'..='\u{202e}'
+                | '\u{2066}'..='\u{2069}'
+                | '\u{2028}'
+                | '\u{2029}'
+        )
+}
+
+/// Whether `text` holds a character [`is_unsafe`] names.
+pub fn has_unsafe(text: &str) -> bool {
+    text.chars().any(is_unsafe)
+}
+
+fn push_escaped(out: &mut String, c: char) {
+    match c {
+        '\n' => out.push_str("\\n"),
+        '\r' => out.push_str("\\r"),
+        '\t' => out.push_str("\\t"),
+        c => {
+            use std::fmt::Write as _;
+            // Writing to a String cannot fail.
+            let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+        }
+    }
+}
+
+/// `text` as one line of output: every character [`is_unsafe`] names shown escaped
+/// (`\n`, `\r`, `\t`, `\u{1b}`), everything else as it is. Borrows when there is
+/// nothing to escape.
+pub fn escape_line(text: &str) -> Cow<'_, str> {
+    if !has_unsafe(text) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if is_unsafe(c) {
+            push_escaped(&mut out, c);
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Displays its text through [`escape_line`], without an allocation when there is
+/// nothing to escape: `eprintln!("{}: valid", OneLine(&name))`,
+/// `info!(path = %OneLine(&path))`.
+#[derive(Debug, Clone, Copy)]
+pub struct OneLine<'a>(pub &'a str);
+
+impl fmt::Display for OneLine<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut rest = self.0;
+        while let Some(at) = rest.find(is_unsafe) {
+            f.write_str(&rest[..at])?;
+            let c = rest[at..].chars().next().unwrap_or_default();
+            let mut escaped = String::new();
+            push_escaped(&mut escaped, c);
+            f.write_str(&escaped)?;
+            rest = &rest[at + c.len_utf8()..];
+        }
+        f.write_str(rest)
+    }
+}
+
+/// `bytes` as one line: valid UTF-8 escaped as [`escape_line`] does, each byte that is not
+/// part of valid UTF-8 shown as `\xff`.
+pub fn escape_bytes(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len() + 16);
+    for chunk in bytes.utf8_chunks() {
+        out.push_str(&escape_line(chunk.valid()));
+        for b in chunk.invalid() {
+            use std::fmt::Write as _;
+            // Writing to a String cannot fail.
+            let _ = write!(out, "\\x{b:02x}");
+        }
+    }
+    out
+}
+
+/// The longest run of backticks in `text`.
+fn longest_backtick_run(text: &str) -> usize {
+    let (mut longest, mut run) = (0, 0);
+    for c in text.chars() {
+        if c == '`' {
+            run += 1;
+            longest = longest.max(run);
+        } else {
+            run = 0;
+        }
+    }
+    longest
+}
+
+/// `text` as Markdown inline code, on one line ([`escape_line`]): whatever it holds
+/// (backticks, `<`, `#`, `[link](x)`, `*`) is shown as it is, never interpreted. The
+/// fence is one backtick longer than the longest run inside, padded with a space when the
+/// text starts or ends with a backtick or a space (CommonMark strips one such pair).
+/// Not for a table cell: use [`markdown_cell`] there.
+pub fn markdown_code(text: &str) -> String {
+    let text = escape_line(text);
+    if text.is_empty() {
+        return "` `".to_string();
+    }
+    let fence = "`".repeat(longest_backtick_run(&text) + 1);
+    let pad = text.starts_with(['`', ' ']) || text.ends_with(['`', ' ']);
+    let pad = if pad { " " } else { "" };
+    format!("{fence}{pad}{text}{pad}{fence}")
+}
+
+/// [`markdown_code`] for a cell of a GFM table: a `|` inside is written `\|` (tables are
+/// split into cells before code spans are read, and `\|` is the one escape a cell
+/// undoes), and an odd run of backslashes before it gets one more, so that no backslash
+/// of the text escapes the escape. A cell cannot be split or left by its content.
+pub fn markdown_cell(text: &str) -> String {
+    let code = markdown_code(text);
+    if !code.contains('|') {
+        return code;
+    }
+    let mut out = String::with_capacity(code.len() + 8);
+    let mut backslashes = 0usize;
+    for c in code.chars() {
+        match c {
+            '\\' => backslashes += 1,
+            '|' => {
+                if backslashes % 2 == 1 {
+                    out.push('\\');
+                }
+                out.push_str("\\|");
+                backslashes = 0;
+                continue;
+            }
+            _ => backslashes = 0,
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The fence of a Markdown fenced code block that holds `content`: three backticks, or
+/// one more than the longest run of backticks in it, so that no line of the content
+/// closes the block. Write each line of the content through [`escape_line`].
+pub fn markdown_fence(content: &str) -> String {
+    "`".repeat((longest_backtick_run(content) + 1).max(3))
+}
+
+/// `text` as Markdown prose on one line: control characters escaped ([`escape_line`])
+/// and each character that could start Markdown or HTML structure (`\`, `` ` ``, `*`,
+/// `_`, `[`, `]`, `<`, `>`, `!`, `|`, `&`, `~`, `#`, `(`, `)`, and a list marker that
+/// starts it) backslash-escaped, so that it renders as the text it is. Names and values read better as [`markdown_code`]; this
+/// is for text that is already a sentence.
+pub fn markdown_text(text: &str) -> String {
+    let text = escape_line(text);
+    let mut out = String::with_capacity(text.len() + 8);
+    // At the start of a line, `-`, `+`, `=` and `1.` begin a list or a heading underline.
+    let digits = text.len() - text.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+    if text.starts_with(['-', '+', '=']) {
+        out.push('\\');
+    } else if digits > 0 && text[digits..].starts_with('.') {
+        out.push_str(&text[..digits]);
+        out.push('\\');
+        out.push_str(&markdown_text(&text[digits..]));
+        return out;
+    }
+    for c in text.chars() {
+        if matches!(
+            c,
+            '\\' | '`'
+                | '*'
+                | '_'
+                | '['
+                | ']'
+                | '<'
+                | '>'
+                | '!'
+                | '|'
+                | '&'
+                | '~'
+                | '#'
+                | '('
+                | ')'
+        ) {
+            out.push('\\');
+        }
+        out.push(c);
     }
     out
 }
@@ -104,6 +330,105 @@ mod tests {
         assert_eq!(truncate("ääääää", Limit::Chars(4), "…"), "äää…");
         assert_eq!(truncate("one two three", Limit::Chars(5), "…"), "one…");
         assert_eq!(truncate("abc", Limit::Chars(0), "…"), "");
+    }
+
+    #[test]
+    fn lines_show_controls_escaped_and_keep_printable_unicode() {
+        assert!(matches!(escape_line("pools/gpu.yaml"), Cow::Borrowed(_)));
+        assert_eq!(escape_line("grüße, 東京 ✓"), "grüße, 東京 ✓");
+        assert_eq!(
+            escape_line("pools/x.yaml: valid\nkubelet-gitops: success: all good\r\tx"),
+            "pools/x.yaml: valid\\nkubelet-gitops: success: all good\\r\\tx"
+        );
+        assert_eq!(
+            escape_line("\u{1b}[31mred\u{1b}[0m"),
+            "\\u{1b}[31mred\\u{1b}[0m"
+        );
+        // NUL, DEL, C1 (NEL, CSI), bidi overrides and isolates, line separators.
+        assert_eq!(
+            escape_line("\0\u{7f}\u{85}\u{9b}\u{202e}\u{2067}\u{200f}\u{61c}\u{2028}\u{2029}"),
+            "\\u{0}\\u{7f}\\u{85}\\u{9b}\\u{202e}\\u{2067}\\u{200f}\\u{61c}\\u{2028}\\u{2029}"
+        );
+        // Zero-width joiners (emoji) and non-breaking spaces are printable text.
+        assert_eq!(escape_line("👩\u{200d}💻\u{a0}"), "👩\u{200d}💻\u{a0}");
+    }
+
+    #[test]
+    fn the_line_escape_is_idempotent_and_matches_its_display_form() {
+        for text in ["a\nb", "\u{1b}[2J", "x\\ny", "plain", "\u{202e}cod.exe", ""] {
+            let once = escape_line(text).into_owned();
+            assert_eq!(escape_line(&once), once, "{text:?}");
+            assert!(!has_unsafe(&once) && !once.contains('\n'));
+            assert_eq!(OneLine(text).to_string(), once);
+        }
+    }
+
+    #[test]
+    fn bytes_show_invalid_utf8_as_hex() {
+        assert_eq!(
+            escape_bytes(b"pools/a\xffb\n.yaml"),
+            "pools/a\\xffb\\n.yaml"
+        );
+        assert_eq!(escape_bytes("é".as_bytes()), "é");
+        assert_eq!(escape_bytes(b"\xc3"), "\\xc3");
+    }
+
+    #[test]
+    fn code_spans_hold_anything_on_one_line() {
+        assert_eq!(markdown_code("maxPods"), "`maxPods`");
+        assert_eq!(markdown_code("a`b"), "``a`b``");
+        assert_eq!(markdown_code("a``b`"), "``` a``b` ```");
+        assert_eq!(markdown_code("`x"), "`` `x ``");
+        assert_eq!(markdown_code(" x "), "`  x  `");
+        assert_eq!(markdown_code(""), "` `");
+        assert_eq!(
+            markdown_code("<img src=x> [a](http://e) # h\n- x"),
+            "`<img src=x> [a](http://e) # h\\n- x`"
+        );
+    }
+
+    #[test]
+    fn table_cells_cannot_be_split_by_their_content() {
+        assert_eq!(markdown_cell("a|b"), "`a\\|b`");
+        assert_eq!(markdown_cell("plain"), "`plain`");
+        // An odd run of backslashes before a pipe gets one more, so the pipe stays
+        // escaped whatever pairs a table parser makes of the backslashes.
+        assert_eq!(markdown_cell("a\\|b"), "`a\\\\\\|b`");
+        assert_eq!(markdown_cell("a\\\\|b"), "`a\\\\\\|b`");
+        for text in ["|", "a\\|b", "\\\\\\|", "x|`|y"] {
+            let cell = markdown_cell(text);
+            let mut chars = cell.chars();
+            // No pipe that a GFM table scanner (backslash escapes any next character)
+            // would take for a cell boundary.
+            while let Some(c) = chars.next() {
+                match c {
+                    '\\' => {
+                        chars.next();
+                    }
+                    '|' => panic!("a bare pipe in {cell:?}"),
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn fences_are_longer_than_any_backtick_run_inside() {
+        assert_eq!(markdown_fence("maxPods: 1 -> 2"), "```");
+        assert_eq!(markdown_fence("a ``` b\n````"), "`````");
+    }
+
+    #[test]
+    fn prose_escapes_markdown_and_html() {
+        assert_eq!(markdown_text("node-1, n2.example"), "node-1, n2.example");
+        assert_eq!(
+            markdown_text("<script> [x](y) *b* `c` | a_b #1 ~s~ &amp; !"),
+            "\\<script\\> \\[x\\]\\(y\\) \\*b\\* \\`c\\` \\| a\\_b \\#1 \\~s\\~ \\&amp; \\!"
+        );
+        assert_eq!(markdown_text("# h"), "\\# h");
+        assert_eq!(markdown_text("- item"), "\\- item");
+        assert_eq!(markdown_text("12. item"), "12\\. item");
+        assert_eq!(markdown_text("a\nb"), "a\\\\nb");
     }
 
     #[test]
