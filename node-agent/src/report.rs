@@ -76,7 +76,7 @@ impl Report {
             (OBSERVED_CONFIG, self.observed.clone()),
             (CURRENT_CONFIG, self.current.clone()),
             (LAST_KNOWN_GOOD, self.last_known_good.clone()),
-            (MESSAGE, self.message.as_deref().map(truncate)),
+            (MESSAGE, self.message.as_deref().map(node_text)),
         ]
     }
 
@@ -111,9 +111,17 @@ impl Report {
     }
 }
 
-/// `message` cut to what an annotation may hold.
-fn truncate(message: &str) -> String {
-    message::truncate(message, Limit::Bytes(MAX_MESSAGE), " ... (truncated)")
+/// `message` as the agent writes it into an annotation, the condition or an Event: on one
+/// line, each control character shown escaped ([`message::escape_line`]: a kubelet's
+/// output, a path or a value of the config may hold newlines and terminal escapes that
+/// `kubectl describe` and the reconciler's statuses would print), cut to what an
+/// annotation may hold.
+pub fn node_text(message: &str) -> String {
+    message::truncate(
+        &message::escape_line(message),
+        Limit::Bytes(MAX_MESSAGE),
+        " ... (truncated)",
+    )
 }
 
 /// The JSON merge patch that turns the Node's agent annotations (`live`) into `wanted`,
@@ -163,7 +171,7 @@ pub fn condition_patch(
         .into_iter()
         .flatten()
         .find(|c| c.type_ == CONDITION_TYPE);
-    let message = truncate(&wanted.message);
+    let message = node_text(&wanted.message);
     if let Some(c) = current
         && c.status == wanted.status
         && c.reason.as_deref() == Some(wanted.reason.as_str())
@@ -282,7 +290,7 @@ fn event_about(
             ..ObjectReference::default()
         },
         reason: Some(reason.to_string()),
-        message: Some(truncate(message)),
+        message: Some(node_text(message)),
         type_: Some(kind.as_str().to_string()),
         count: Some(1),
         first_timestamp: Some(Time(now)),
@@ -533,6 +541,52 @@ mod tests {
         let patch = annotations_patch(&BTreeMap::new(), &r).unwrap();
         let m = patch["metadata"]["annotations"][MESSAGE].as_str().unwrap();
         assert!(m.len() <= MAX_MESSAGE && m.ends_with("(truncated)"));
+    }
+
+    #[test]
+    fn a_node_message_with_newlines_and_terminal_escapes_is_written_escaped() {
+        let raw = "kubelet exited: failed to load config\nkubelet-gitops: success: all good\r\n\u{1b}[2J\u{1b}[32mhealthy\u{1b}[0m";
+        let escaped = "kubelet exited: failed to load config\\nkubelet-gitops: success: all good\\r\\n\\u{1b}[2J\\u{1b}[32mhealthy\\u{1b}[0m";
+        let r = Report {
+            state: Some(State::RolledBack),
+            observed: Some("kubelet-gitops/kubelet-gpu-abc".into()),
+            message: Some(raw.into()),
+            ..Report::default()
+        };
+        // The annotation.
+        let patch = annotations_patch(&BTreeMap::new(), &r).unwrap();
+        assert_eq!(patch["metadata"]["annotations"][MESSAGE], escaped);
+        // Read back from the Node, it is what would be written: no write again.
+        let live = annotations(&[
+            (STATE, "RolledBack"),
+            (OBSERVED_CONFIG, "kubelet-gitops/kubelet-gpu-abc"),
+            (MESSAGE, escaped),
+        ]);
+        assert_eq!(annotations_patch(&live, &r), None);
+        // The condition.
+        let now: Timestamp = "2025-01-01T00:00:00Z".parse().unwrap();
+        let p = condition_patch(None, &r.condition(), now).unwrap();
+        assert_eq!(p["status"]["conditions"][0]["message"], escaped);
+        let written: NodeCondition =
+            serde_json::from_value(p["status"]["conditions"][0].clone()).unwrap();
+        assert_eq!(condition_patch(Some(&[written]), &r.condition(), now), None);
+        // The Event.
+        let ev = event_object(
+            &Node::default(),
+            "w1",
+            EventType::Warning,
+            event_reason::ROLLED_BACK,
+            raw,
+            now,
+        );
+        assert_eq!(ev.message.as_deref(), Some(escaped));
+        // Escaped before it is cut: the limit holds, and no escape is left half raw.
+        let long = format!("{}\n{}", "x".repeat(MAX_MESSAGE), "\u{1b}".repeat(100));
+        let cut = node_text(&long);
+        assert!(
+            cut.len() <= MAX_MESSAGE && !message::has_unsafe(&cut),
+            "{cut}"
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use kubelet_gitops_core::flags::FlagOverride;
-use kubelet_gitops_core::message::error_chain;
+use kubelet_gitops_core::message::{error_chain, escape_line};
 use kubelet_gitops_core::protocol::{ConfigRef, LOCAL, State};
 use tracing::{debug, warn};
 
@@ -76,12 +76,13 @@ fn event_message(report: &Report, default: &str) -> String {
 /// A pods-cgroup finding of `o` that the Node's message does not show yet.
 pub(super) fn new_pods_cgroup_finding(o: &Observed) -> Option<String> {
     match &o.pods_cgroup {
+        // The Node shows the finding as the agent writes it: escaped.
         Some(PodsCgroup::Differs(m))
             if !o
                 .report
                 .message
                 .as_deref()
-                .is_some_and(|s| s.contains(m.as_str())) =>
+                .is_some_and(|s| s.contains(escape_line(m).as_ref())) =>
         {
             Some(m.clone())
         }
@@ -289,6 +290,10 @@ mod tests {
             Some("pods cgroup memory.max: x")
         );
         o.report.message = Some("applied; pods cgroup memory.max: x".into());
+        assert_eq!(new_pods_cgroup_finding(&o), None);
+        // A finding with a control character is on the Node escaped: not new either.
+        o.pods_cgroup = Some(PodsCgroup::Differs("pods cgroup\nmemory.max".into()));
+        o.report.message = Some("applied; pods cgroup\\nmemory.max".into());
         assert_eq!(new_pods_cgroup_finding(&o), None);
     }
 

@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use git2::{ObjectType, Oid, Repository};
+use kubelet_gitops_core::message::{escape_bytes, escape_line};
 
 use super::GitError;
 use crate::source::{Entry, EntryKind, FileSource, SourceError};
@@ -229,8 +230,13 @@ impl FileSource for CommitSource {
             for entry in tree.iter() {
                 let name = std::str::from_utf8(entry.name_bytes()).map_err(|_| {
                     self.read_error(
-                        &format!("{prefix}{}", String::from_utf8_lossy(entry.name_bytes())),
-                        "path is not valid UTF-8",
+                        &format!(
+                            "{}{}",
+                            escape_line(&prefix),
+                            escape_bytes(entry.name_bytes())
+                        ),
+                        "the path is not valid UTF-8 (its bytes shown escaped, `\\xff`): \
+                         rename it; the commit is refused",
                     )
                 })?;
                 let path = format!("{prefix}{name}");

@@ -4,6 +4,7 @@
 use std::fmt;
 
 use kubelet_gitops_core::decode::{self, DecodeError, Position, SourceMap};
+use kubelet_gitops_core::message::{self, OneLine};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -81,9 +82,12 @@ impl From<DecodeError> for RepoError {
     }
 }
 
+/// One line, whatever the file, field or message hold: a control character in them (a
+/// path or a key of the repository, a value quoted in the message) is shown escaped
+/// ([`message::escape_line`]), so that an error cannot forge another line of output.
 impl fmt::Display for RepoError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.file)?;
+        write!(f, "{}", OneLine(&self.file))?;
         if let Some(line) = self.line {
             write!(f, ":{line}")?;
             if let Some(column) = self.column {
@@ -92,9 +96,9 @@ impl fmt::Display for RepoError {
         }
         f.write_str(": ")?;
         if !self.field.is_empty() {
-            write!(f, "{}: ", self.field)?;
+            write!(f, "{}: ", OneLine(&self.field))?;
         }
-        f.write_str(&self.message)
+        write!(f, "{}", OneLine(&self.message))
     }
 }
 

@@ -1,6 +1,9 @@
 //! Which files of a revision make up the config tree: the root directory, the globs, and
-//! the layout (`base/kubelet.yaml`, `pools/<name>.yaml`). Symlinks, submodules and paths
-//! that leave the root are errors naming the path.
+//! the layout (`base/kubelet.yaml`, `pools/<name>.yaml`). Symlinks, submodules, paths
+//! that leave the root and paths holding a control character are errors naming the path
+//! (escaped).
+
+use kubelet_gitops_core::message;
 
 use super::error::RepoError;
 use super::settings::{Matcher, SETTINGS_FILE};
@@ -178,6 +181,14 @@ fn classify(path: &str, rel: &str, out: &mut Layout, errors: &mut Vec<RepoError>
 
 /// Why a path is not a plain relative path inside the root, if it is not.
 fn unsafe_path(rel: &str) -> Option<String> {
+    if message::has_unsafe(rel) {
+        return Some(
+            "the path holds a control character (a newline, an escape, a bidirectional \
+             control; shown escaped here): such a name could forge lines of output, notes and \
+             statuses, so the commit is refused; rename the file or directory"
+                .to_string(),
+        );
+    }
     if rel.starts_with('/') {
         return Some("an absolute path cannot be part of the config tree".to_string());
     }
