@@ -201,11 +201,13 @@ pub fn markdown_fence(content: &str) -> String {
     "`".repeat((longest_backtick_run(content) + 1).max(3))
 }
 
-/// `text` as Markdown prose on one line: control characters escaped ([`escape_line`])
+/// `text` as Markdown prose on one line: control characters escaped ([`escape_line`]),
 /// and each character that could start Markdown or HTML structure (`\`, `` ` ``, `*`,
-/// `_`, `[`, `]`, `<`, `>`, `!`, `|`, `&`, `~`, `#`, `(`, `)`, and a list marker that
-/// starts it) backslash-escaped, so that it renders as the text it is. Names and values read better as [`markdown_code`]; this
-/// is for text that is already a sentence.
+/// `_`, `[`, `]`, `<`, `>`, `|`, `&`, `~`, `#`, and a list marker that starts it)
+/// backslash-escaped, so that it renders as the text it is (a link needs `[`, an image
+/// `![`, HTML `<`, an entity `&`). It does not stop a forge's autolinks (`www.`,
+/// `#123`, `@team`): values and names from a repository belong in [`markdown_code`]; this
+/// is for text whose characters are known to be plain, such as node names.
 pub fn markdown_text(text: &str) -> String {
     let text = escape_line(text);
     let mut out = String::with_capacity(text.len() + 8);
@@ -222,20 +224,7 @@ pub fn markdown_text(text: &str) -> String {
     for c in text.chars() {
         if matches!(
             c,
-            '\\' | '`'
-                | '*'
-                | '_'
-                | '['
-                | ']'
-                | '<'
-                | '>'
-                | '!'
-                | '|'
-                | '&'
-                | '~'
-                | '#'
-                | '('
-                | ')'
+            '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '|' | '&' | '~' | '#'
         ) {
             out.push('\\');
         }
@@ -423,7 +412,7 @@ mod tests {
         assert_eq!(markdown_text("node-1, n2.example"), "node-1, n2.example");
         assert_eq!(
             markdown_text("<script> [x](y) *b* `c` | a_b #1 ~s~ &amp; !"),
-            "\\<script\\> \\[x\\]\\(y\\) \\*b\\* \\`c\\` \\| a\\_b \\#1 \\~s\\~ \\&amp; \\!"
+            "\\<script\\> \\[x\\](y) \\*b\\* \\`c\\` \\| a\\_b \\#1 \\~s\\~ \\&amp; !"
         );
         assert_eq!(markdown_text("# h"), "\\# h");
         assert_eq!(markdown_text("- item"), "\\- item");

@@ -18,6 +18,7 @@ use std::fmt;
 
 use kubelet_gitops_core::effective::{self, Source};
 use kubelet_gitops_core::flags::{KubeletFlags, split_command_line};
+use kubelet_gitops_core::message::markdown_code;
 use kubelet_gitops_core::types::KubeletConfiguration;
 
 use crate::model::{self, Assignment, NodeInfo, Overlap, Rollout};
@@ -399,8 +400,9 @@ fn overrides(
             Ok(f) => f,
             Err(e) => {
                 notes.push(format!(
-                    "the kubelet flags of {} cannot be parsed ({e}): their overrides are not shown",
-                    names.join(", ")
+                    "the kubelet flags of {} cannot be parsed ({}): their overrides are not shown",
+                    names.join(", "),
+                    markdown_code(&e)
                 ));
                 continue;
             }
@@ -428,9 +430,10 @@ fn overrides(
                 }
             }
             Err(e) => notes.push(format!(
-                "the effective config of pool {} with the flags of {} cannot be built: {e}",
+                "the effective config of pool {} with the flags of {} cannot be built: {}",
                 pool.spec.name,
-                names.join(", ")
+                names.join(", "),
+                markdown_code(&e.to_string())
             )),
         }
     }

@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use kubelet_gitops_core::message::error_chain;
+use kubelet_gitops_core::message::{error_chain, markdown_code};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -120,10 +120,11 @@ pub fn prepare(
                 Err(errors) => {
                     let first = errors.first().map(RepoError::to_string).unwrap_or_default();
                     notes.push(format!(
-                        "The base `{short}` does not validate ({} error{}; the first: {first}): \
+                        "The base `{short}` does not validate ({} error{}; the first: {}): \
                          every pool is compared with nothing.",
                         errors.len(),
-                        if errors.len() == 1 { "" } else { "s" }
+                        if errors.len() == 1 { "" } else { "s" },
+                        markdown_code(&first)
                     ));
                     None
                 }

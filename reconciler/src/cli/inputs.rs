@@ -9,6 +9,7 @@ use clap::Args;
 use kubelet_gitops_core::decode::MAX_FILE_BYTES;
 use kubelet_gitops_core::effective::{self, Effective, EffectiveError, Source};
 use kubelet_gitops_core::flags::{self, KubeletFlags};
+use kubelet_gitops_core::message::OneLine;
 use kubelet_gitops_core::validation::ValidationError;
 
 /// Where the kubelet's command line comes from, and its drop-in directory.
@@ -49,15 +50,21 @@ pub(super) enum Failure {
     Usage(String),
 }
 
+/// `path` for a message, on one line (a file named by a glob over a repository's checkout
+/// may hold a newline or a terminal escape).
+pub(super) fn shown(path: &Path) -> String {
+    OneLine(&path.display().to_string()).to_string()
+}
+
 /// Reads a file, at most one byte past the ConfigMap limit (the decoder reports the size
 /// error; this keeps `/dev/zero` from filling memory).
 pub(super) fn read_file(path: &Path) -> Result<Vec<u8>, Failure> {
     let file = std::fs::File::open(path)
-        .map_err(|e| Failure::Usage(format!("cannot read {}: {e}", path.display())))?;
+        .map_err(|e| Failure::Usage(format!("cannot read {}: {e}", shown(path))))?;
     let mut buf = Vec::new();
     file.take(MAX_FILE_BYTES as u64 + 1)
         .read_to_end(&mut buf)
-        .map_err(|e| Failure::Usage(format!("cannot read {}: {e}", path.display())))?;
+        .map_err(|e| Failure::Usage(format!("cannot read {}: {e}", shown(path))))?;
     Ok(buf)
 }
 
@@ -74,14 +81,10 @@ impl Node {
         for path in &args.flags_file {
             let bytes = read_file(path)?;
             let text = String::from_utf8(bytes).map_err(|_| {
-                Failure::Usage(format!(
-                    "{}: a flags file must be UTF-8 text",
-                    path.display()
-                ))
+                Failure::Usage(format!("{}: a flags file must be UTF-8 text", shown(path)))
             })?;
             words.extend(
-                flag_words(&text)
-                    .map_err(|e| Failure::Usage(format!("{}: {e}", path.display())))?,
+                flag_words(&text).map_err(|e| Failure::Usage(format!("{}: {e}", shown(path))))?,
             );
         }
         if let Some(inline) = &args.flags {
@@ -146,17 +149,11 @@ fn read_drop_ins(dir: &Path) -> Result<Vec<(String, Vec<u8>)>, Failure> {
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
         let entries = std::fs::read_dir(&d).map_err(|e| {
-            Failure::Usage(format!(
-                "cannot read drop-in directory {}: {e}",
-                d.display()
-            ))
+            Failure::Usage(format!("cannot read drop-in directory {}: {e}", shown(&d)))
         })?;
         for entry in entries {
             let entry = entry.map_err(|e| {
-                Failure::Usage(format!(
-                    "cannot read drop-in directory {}: {e}",
-                    d.display()
-                ))
+                Failure::Usage(format!("cannot read drop-in directory {}: {e}", shown(&d)))
             })?;
             let path = entry.path();
             if path.is_dir() {
@@ -172,7 +169,8 @@ fn read_drop_ins(dir: &Path) -> Result<Vec<(String, Vec<u8>)>, Failure> {
         .collect()
 }
 
-/// Prints validation problems as `file:line: field.path: message`; the line is the
+/// Prints validation problems as `file:line: field.path: message`, one line each
+/// (control characters of the path, the field or a value shown escaped); the line is the
 /// field's (or its nearest ancestor's) in the config file, else the first line.
 pub(super) fn print_validation_errors(file: &str, eff: &Effective, errors: &[ValidationError]) {
     let line_of = |err: &ValidationError| {
@@ -191,7 +189,8 @@ pub(super) fn print_validation_errors(file: &str, eff: &Effective, errors: &[Val
             .find(|(_, field)| err.field == *field || err.field.starts_with(&format!("{field}.")))
             .map(|(flag, _)| format!(" (value set by the kubelet flag {flag})"))
             .unwrap_or_default();
-        eprintln!("{file}:{line}: {}: {}{by_flag}", err.field, err.message);
+        let text = format!("{file}:{line}: {}: {}{by_flag}", err.field, err.message);
+        eprintln!("{}", OneLine(&text));
     }
 }
 

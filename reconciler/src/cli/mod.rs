@@ -2,6 +2,9 @@
 //!
 //! Exit codes are shared by every command: 0 success, 1 the input is invalid (every
 //! problem printed as `file:line: field.path: message`), 2 usage or I/O errors.
+//!
+//! Text from the files checked or a repository (paths, fields, values) is printed through
+//! [`kubelet_gitops_core::message`]'s escapes: one problem is one line, whatever it quotes.
 
 mod configmap_name;
 #[cfg(feature = "demo")]
@@ -16,6 +19,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use kubelet_gitops_core::message::OneLine;
 
 use inputs::Failure;
 pub use inputs::NodeArgs;
@@ -125,7 +129,10 @@ impl Cli {
             Ok(()) => ExitCode::SUCCESS,
             Err(Failure::Invalid) => ExitCode::from(1),
             Err(Failure::Usage(msg)) => {
-                eprintln!("error: {msg}");
+                // Each line of the message escaped: control characters in a path or an
+                // error of a library cannot rewrite the terminal.
+                let lines: Vec<String> = msg.split('\n').map(|l| OneLine(l).to_string()).collect();
+                eprintln!("error: {}", lines.join("\n"));
                 ExitCode::from(2)
             }
         }

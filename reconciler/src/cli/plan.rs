@@ -7,6 +7,7 @@ use clap::Args;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
 use kubelet_gitops_core::inventory::Inventory;
+use kubelet_gitops_core::message::{OneLine, markdown_code};
 
 use super::inputs::Failure;
 use crate::git::{self, CommitSource};
@@ -109,7 +110,8 @@ pub(super) fn run(args: PlanArgs) -> Result<(), Failure> {
                 eprintln!("{e}");
             }
             eprintln!(
-                "the head revision {head} ({head_id}) does not validate: {}",
+                "the head revision {} ({head_id}) does not validate: {}",
+                OneLine(&head),
                 count(errors.len(), "error")
             );
             print!("{}", plan::markdown::invalid_markdown(&head_id, &errors));
@@ -140,7 +142,7 @@ pub(super) fn run(args: PlanArgs) -> Result<(), Failure> {
     print!("{}", plan::markdown::to_markdown(&p));
     if p.has_errors() {
         for o in &p.overlaps {
-            eprintln!("error: {o}");
+            eprintln!("error: {}", OneLine(&o.to_string()));
         }
         return Err(Failure::Invalid);
     }
@@ -168,10 +170,13 @@ fn render_base(
         Ok(r) => Some(r),
         Err(errors) => {
             let first = errors.first().map(RepoError::to_string).unwrap_or_default();
+            // A note is Markdown: what the repository says goes in code spans.
             notes.push(format!(
-                "The base revision {rev} ({id}) does not validate ({}; the first: {first}): \
+                "The base revision {} ({id}) does not validate ({}; the first: {}): \
                  every pool is compared with nothing.",
-                count(errors.len(), "error")
+                markdown_code(rev),
+                count(errors.len(), "error"),
+                markdown_code(&first)
             ));
             None
         }

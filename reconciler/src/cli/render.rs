@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use kubelet_gitops_core::effective::{Effective, Source};
+use kubelet_gitops_core::message::OneLine;
 use kubelet_gitops_core::validation::{self, HostInfo};
 use kubelet_gitops_core::{effective, flags::FlagOverride};
 
@@ -30,7 +31,7 @@ pub(super) fn run(file: &Path, with_defaults: bool, node_args: &NodeArgs) -> Res
         opts,
     )
     .map_err(|e| {
-        eprintln!("{e}");
+        eprintln!("{}", OneLine(&e.to_string()));
         Failure::Invalid
     })?;
     let yaml = serde_saphyr::to_string(&eff.config)
@@ -40,12 +41,14 @@ pub(super) fn run(file: &Path, with_defaults: bool, node_args: &NodeArgs) -> Res
     } else {
         ""
     };
+    // The file's name on the comment lines: a newline in it would end the comment.
+    let shown = OneLine(&name);
     println!(
-        "# {} configuration of {name}",
+        "# {} configuration of {shown}",
         if with_defaults { "Effective" } else { "Merged" }
     );
     println!(
-        "# {what}{name}, then {} drop-in file(s), then {} kubelet flag(s)",
+        "# {what}{shown}, then {} drop-in file(s), then {} kubelet flag(s)",
         drop_ins.len(),
         eff.flag_fields.len()
     );

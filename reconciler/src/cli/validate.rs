@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use kubelet_gitops_core::message::OneLine;
 use kubelet_gitops_core::validation::{self, HostInfo};
 
 use super::inputs::{Failure, NodeArgs};
@@ -12,18 +13,19 @@ pub(super) fn run(files: &[PathBuf], node_args: &NodeArgs) -> Result<(), Failure
     let mut invalid = 0usize;
     for path in files {
         let name = path.display().to_string();
+        let shown = OneLine(&name);
         let bytes = read_file(path)?;
         let eff = match node.effective(&name, &bytes) {
             Ok(eff) => eff,
             Err(e) => {
-                eprintln!("{e}");
+                eprintln!("{}", OneLine(&e.to_string()));
                 invalid += 1;
                 continue;
             }
         };
         let errors = validation::validate(&eff.config, &HostInfo::default());
         if errors.is_empty() {
-            println!("{name}: valid");
+            println!("{shown}: valid");
         } else {
             print_validation_errors(&name, &eff, &errors);
             invalid += 1;

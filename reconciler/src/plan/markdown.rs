@@ -1,8 +1,18 @@
 //! A [`Plan`] as Markdown for a pull request, and as a one-line summary for a commit
 //! status.
+//!
+//! What comes from a repository or a node (paths, field names, values, node names,
+//! messages) is written through [`kubelet_gitops_core::message`]'s Markdown escapes:
+//! inline code or table cells for names and values, fenced blocks whose fence no line can
+//! close for diffs and errors, escaped prose for node lists. Nothing it holds can add a
+//! line, a heading, a link, HTML or a table cell to the plan.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
+
+use kubelet_gitops_core::message::{
+    OneLine, markdown_cell, markdown_code, markdown_fence, markdown_text,
+};
 
 use super::disruptive::Disruption;
 use super::{Desired, Move, Plan, PoolChange, PoolPlan};
@@ -85,18 +95,34 @@ pub fn summary(plan: &Plan) -> String {
     parts.join("; ")
 }
 
-/// Inline code, safe for any content (a backtick inside gets a longer fence).
+/// Inline code, safe for any content.
 fn code(s: &str) -> String {
-    if s.contains('`') {
-        format!("`` {s} ``")
-    } else {
-        format!("`{s}`")
-    }
+    markdown_code(s)
 }
 
-/// A table cell: inline code with `|` escaped.
+/// A table cell: inline code that its content cannot split or leave.
 fn cell(s: &str) -> String {
-    code(s).replace('|', "\\|")
+    markdown_cell(s)
+}
+
+/// Node names in prose (or a table cell), comma-separated.
+fn node_list(nodes: &[String]) -> String {
+    markdown_text(&nodes.join(", "))
+}
+
+/// A fenced `text` block of `lines`, each on one line, each line after `indent`; the
+/// fence is longer than any run of backticks inside, so no line closes the block.
+fn fenced<T: std::fmt::Display>(out: &mut String, indent: &str, lines: &[T]) {
+    let lines: Vec<String> = lines
+        .iter()
+        .map(|l| OneLine(&l.to_string()).to_string())
+        .collect();
+    let fence = markdown_fence(&lines.join("\n"));
+    let _ = writeln!(out, "{indent}{fence}text");
+    for line in &lines {
+        let _ = writeln!(out, "{indent}{line}");
+    }
+    let _ = writeln!(out, "{indent}{fence}");
 }
 
 fn name_of(reference: &str) -> &str {
@@ -128,12 +154,14 @@ pub fn to_markdown(plan: &Plan) -> String {
             plural(plan.overlaps.len(), "node is", "nodes are")
         );
         for o in &plan.overlaps {
-            let _ = writeln!(out, "> - {o}");
+            let _ = writeln!(out, "> - {}", markdown_text(&o.to_string()));
         }
         out.push('\n');
     }
+    // A note is Markdown already (its untrusted parts in code spans); on one line, it
+    // stays inside its quote.
     for note in &plan.notes {
-        let _ = writeln!(out, "> [!NOTE]\n> {note}\n");
+        let _ = writeln!(out, "> [!NOTE]\n> {}\n", OneLine(note));
     }
     if !plan.has_base {
         let _ = writeln!(
@@ -149,11 +177,9 @@ pub fn to_markdown(plan: &Plan) -> String {
     }
 
     if !plan.settings.is_empty() {
-        let _ = writeln!(out, "### Repository settings\n\n```text");
-        for c in &plan.settings {
-            let _ = writeln!(out, "{c}");
-        }
-        let _ = writeln!(out, "```\n");
+        let _ = writeln!(out, "### Repository settings\n");
+        fenced(&mut out, "", &plan.settings);
+        out.push('\n');
     }
 
     if !plan.pools.is_empty() {
@@ -225,21 +251,17 @@ fn pool_section(out: &mut String, plan: &Plan, p: &PoolPlan) {
         } else {
             "Configuration (effective: the kubelet's defaults applied on both sides)"
         };
-        let _ = writeln!(out, "{what}:\n\n```text");
-        for c in &p.config_diff {
-            let _ = writeln!(out, "{c}");
-        }
-        let _ = writeln!(out, "```\n");
+        let _ = writeln!(out, "{what}:\n");
+        fenced(out, "", &p.config_diff);
+        out.push('\n');
     } else if p.change == PoolChange::Changed {
         let _ = writeln!(out, "The effective configuration does not change.\n");
     }
 
     if !p.spec_diff.is_empty() {
-        let _ = writeln!(out, "Pool settings:\n\n```text");
-        for c in &p.spec_diff {
-            let _ = writeln!(out, "{c}");
-        }
-        let _ = writeln!(out, "```\n");
+        let _ = writeln!(out, "Pool settings:\n");
+        fenced(out, "", &p.spec_diff);
+        out.push('\n');
     }
 
     if !p.disruptive.is_empty() {
@@ -288,7 +310,7 @@ fn pool_section(out: &mut String, plan: &Plan, p: &PoolPlan) {
                     .unwrap_or_else(|| "(unset)".into()),
                 cell(&o.flag),
                 cell(&o.flag_value),
-                o.nodes.join(", ")
+                node_list(&o.nodes)
             );
         }
         out.push('\n');
@@ -351,17 +373,14 @@ fn move_line(out: &mut String, p: &PoolPlan, m: &Move) {
         "- {n} from {} to {}: {}",
         describe(&m.from),
         describe(&m.to),
-        m.nodes.join(", ")
+        node_list(&m.nodes)
     );
     if let Some(diff) = &m.diff {
         if diff.is_empty() {
             let _ = writeln!(out, "  (the two pools' effective configs are identical)");
         } else {
-            let _ = writeln!(out, "\n  ```text");
-            for c in diff {
-                let _ = writeln!(out, "  {c}");
-            }
-            let _ = writeln!(out, "  ```");
+            out.push('\n');
+            fenced(out, "  ", diff);
         }
         if !m.disruptive.is_empty() {
             let _ = writeln!(out, "  Disruptive for these nodes:");
@@ -399,10 +418,6 @@ pub fn invalid_markdown(head: &str, errors: &[RepoError]) -> String {
         "**error: the head does not validate ({}): nothing would be applied.**\n",
         plural(errors.len(), "error", "errors")
     );
-    let _ = writeln!(out, "```text");
-    for e in errors {
-        let _ = writeln!(out, "{e}");
-    }
-    let _ = writeln!(out, "```");
+    fenced(&mut out, "", errors);
     out
 }

@@ -382,7 +382,7 @@ fn unparseable_flags_are_a_note_not_a_failure() {
     let p = plan(None, &head, &nodes);
     assert!(
         p.notes[0]
-            .contains("the kubelet flags of g1 cannot be parsed (unknown flag: --no-such-flag)"),
+            .contains("the kubelet flags of g1 cannot be parsed (`unknown flag: --no-such-flag`)"),
         "{:?}",
         p.notes
     );

@@ -4,7 +4,7 @@
 use std::fmt;
 
 use kubelet_gitops_core::decode::{self, DecodeError, Position, SourceMap};
-use kubelet_gitops_core::message::{self, OneLine};
+use kubelet_gitops_core::message::OneLine;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -84,7 +84,8 @@ impl From<DecodeError> for RepoError {
 
 /// One line, whatever the file, field or message hold: a control character in them (a
 /// path or a key of the repository, a value quoted in the message) is shown escaped
-/// ([`message::escape_line`]), so that an error cannot forge another line of output.
+/// ([`kubelet_gitops_core::message::escape_line`]), so that an error cannot forge another
+/// line of output.
 impl fmt::Display for RepoError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", OneLine(&self.file))?;

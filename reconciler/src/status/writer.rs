@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use kubelet_gitops_core::message;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
@@ -121,10 +122,10 @@ impl StatusWriter {
         self.lock().outbox.values().cloned().collect()
     }
 
-    /// The status as it will be sent: description on one line, cut to the backend's
-    /// limit.
+    /// The status as it will be sent: description on one line (control characters of a
+    /// path or a node's message shown escaped), cut to the backend's limit.
     pub fn normalize(&self, status: &CommitStatus) -> CommitStatus {
-        let one_line = status.description.replace(['\n', '\r'], " ");
+        let one_line = message::escape_line(&status.description);
         CommitStatus {
             description: truncate_description(&one_line, self.backend.description_limit()),
             ..status.clone()
@@ -585,6 +586,21 @@ mod tests {
             writer.post(&same_prefix).await,
             Delivery::Unchanged
         ));
+    }
+
+    #[tokio::test]
+    async fn a_node_message_with_newlines_and_terminal_escapes_is_sent_escaped() {
+        let recorder = Recorder::new(140);
+        let writer = StatusWriter::new(Backend::Recorder(recorder.clone()), fast());
+        let failed = status(
+            StatusState::Failure,
+            "node-1 rolled back: boom\nkubelet-gitops: success: all good\r\u{1b}[32mok\u{1b}[0m",
+        );
+        writer.post(&failed).await;
+        assert_eq!(
+            recorder.statuses()[0].description,
+            "node-1 rolled back: boom\\nkubelet-gitops: success: all good\\r\\u{1b}[32mok\\u{1b}[0m"
+        );
     }
 
     #[tokio::test]

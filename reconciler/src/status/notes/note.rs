@@ -2,6 +2,7 @@
 //! of lines written as one notes commit.
 
 use git2::{Commit, ErrorCode, Oid, Repository, Signature};
+use kubelet_gitops_core::message::OneLine;
 
 use crate::status::commit::CommitStatus;
 
@@ -32,17 +33,18 @@ impl Line {
     }
 }
 
-/// `<context>: <state>: <description>[ (<url>)]`, on one line.
+/// `<context>: <state>: <description>[ (<url>)]`, on one line: a control character in
+/// any part (a path, a node's message) is shown escaped, so no part can start a line of
+/// its own in the note.
 pub fn status_line(status: &CommitStatus) -> String {
-    let one_line = |s: &str| s.replace(['\n', '\r'], " ");
     let mut line = format!(
         "{}: {}: {}",
-        one_line(&status.context),
+        OneLine(&status.context),
         status.state,
-        one_line(&status.description)
+        OneLine(&status.description)
     );
     if let Some(url) = &status.target_url {
-        line.push_str(&format!(" ({})", one_line(url)));
+        line.push_str(&format!(" ({})", OneLine(url)));
     }
     line
 }
@@ -172,12 +174,23 @@ mod tests {
             "a".repeat(40),
             "kubelet-gitops/gpu",
             StatusState::Failure,
-            "node-1 rolled back:\nkubelet crashed",
+            "node-1 rolled back:\nkubelet-gitops/cpu: success: all good\u{1b}[0m",
         )
-        .with_target_url("https://example.com/x");
+        .with_target_url("https://example.com/x\r\ny");
         assert_eq!(
             status_line(&status),
-            "kubelet-gitops/gpu: failure: node-1 rolled back: kubelet crashed (https://example.com/x)"
+            "kubelet-gitops/gpu: failure: node-1 rolled back:\\nkubelet-gitops/cpu: success: all good\\u{1b}[0m (https://example.com/x\\r\\ny)"
+        );
+        // No line of its own: the cpu context keeps its own line in the note.
+        let note = replace_line(
+            "kubelet-gitops/cpu: pending: 1/3\n",
+            &status.context,
+            &status_line(&status),
+        );
+        assert_eq!(note.lines().count(), 2, "{note}");
+        assert!(
+            note.starts_with("kubelet-gitops/cpu: pending: 1/3\n"),
+            "{note}"
         );
     }
 }
