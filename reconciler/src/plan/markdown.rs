@@ -421,3 +421,186 @@ pub fn invalid_markdown(head: &str, errors: &[RepoError]) -> String {
     fenced(&mut out, "", errors);
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{FieldChange, Override};
+
+    /// What a hostile repository can put in a value or a key: a newline and a line of
+    /// its own, a fence, a heading, HTML, a link, a table pipe, a terminal escape.
+    const EVIL: &str = "x\n## Forged heading\n```\n<img src=x onerror=alert(1)> [click](http://e) | a | b |\u{1b}[2J";
+
+    fn change(field: &str, new: &str) -> FieldChange {
+        FieldChange {
+            field: field.to_string(),
+            old: None,
+            new: Some(new.to_string()),
+        }
+    }
+
+    /// The lines outside fenced code blocks, with the inline code spans taken out.
+    fn prose(md: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut fence: Option<String> = None;
+        for line in md.lines() {
+            let trimmed = line.trim_start();
+            let ticks: String = trimmed.chars().take_while(|c| *c == '`').collect();
+            match &fence {
+                Some(f) if trimmed == f.as_str() => fence = None,
+                Some(_) => {}
+                None if ticks.len() >= 3 => fence = Some(ticks),
+                None => out.push(without_code_spans(line)),
+            }
+        }
+        assert!(fence.is_none(), "a fence is left open:\n{md}");
+        out
+    }
+
+    /// `line` with each code span (a run of backticks to the next run of the same length)
+    /// replaced by `CODE`.
+    fn without_code_spans(line: &str) -> String {
+        let mut out = String::new();
+        let mut rest = line;
+        while let Some(start) = rest.find('`') {
+            out.push_str(&rest[..start]);
+            let run = rest[start..].chars().take_while(|c| *c == '`').count();
+            let after = &rest[start + run..];
+            let closing = "`".repeat(run);
+            let mut search = 0;
+            let end = loop {
+                match after[search..].find(&closing) {
+                    Some(i) => {
+                        let at = search + i;
+                        let longer = after[at + run..].starts_with('`');
+                        if !longer && (at == 0 || !after[..at].ends_with('`')) {
+                            break Some(at);
+                        }
+                        search = at + after[at..].chars().take_while(|c| *c == '`').count();
+                    }
+                    None => break None,
+                }
+            };
+            match end {
+                Some(at) => {
+                    out.push_str("CODE");
+                    rest = &after[at + run..];
+                }
+                None => panic!("an unclosed code span in {line:?}"),
+            }
+        }
+        out.push_str(rest);
+        out
+    }
+
+    #[test]
+    fn nothing_a_repository_or_a_node_says_adds_structure_to_the_plan() {
+        let pool = PoolPlan {
+            name: "gpu".into(),
+            change: PoolChange::Changed,
+            source_path: format!("pools/{EVIL}.yaml"),
+            old_configmap: Some("kubelet-gitops/kubelet-gpu-a".into()),
+            new_configmap: Some("kubelet-gitops/kubelet-gpu-b".into()),
+            config_diff: vec![change(&format!("staticPodURLHeader.{EVIL}"), EVIL)],
+            spec_diff: vec![change("rollout.canary", EVIL)],
+            disruptive: vec![Disruption {
+                field: "cpuManagerPolicy".into(),
+                old: Some(EVIL.into()),
+                new: Some("`static`".into()),
+                effect: "restarts pods",
+            }],
+            moves: vec![Move {
+                from: Desired::Local,
+                to: Desired::Config {
+                    pool: "gpu".into(),
+                    configmap: "kubelet-gitops/kubelet-gpu-b".into(),
+                },
+                nodes: vec!["g1".into(), "g<2>|x".into()],
+                diff: Some(vec![change("maxPods", EVIL)]),
+                disruptive: Vec::new(),
+            }],
+            overrides: vec![Override {
+                field: "maxPods".into(),
+                flag: "--max-pods".into(),
+                config_value: Some(format!("\"a\\\\|{EVIL}\"")),
+                flag_value: EVIL.into(),
+                nodes: vec!["g1".into()],
+            }],
+            rollout: None,
+            node_total: 2,
+        };
+        let plan = Plan {
+            pools: vec![pool],
+            node_count: 2,
+            has_base: true,
+            notes: vec![format!("the first: {}\n# Forged", markdown_code(EVIL))],
+            settings: vec![change("namespace", EVIL)],
+            base_revision: Some("abc1234".into()),
+            head_revision: Some("def5678".into()),
+            ..Plan::default()
+        };
+        let md = to_markdown(&plan);
+        assert!(
+            !kubelet_gitops_core::message::has_unsafe(&md.replace('\n', "")),
+            "{md}"
+        );
+        let prose = prose(&md);
+        for line in &prose {
+            let start = line.trim_start_matches(['>', ' ', '-']);
+            assert!(!start.starts_with("## Forged"), "{line:?} in\n{md}");
+            assert!(!start.starts_with("# Forged"), "{line:?} in\n{md}");
+            assert!(!line.contains('<') || line.contains("\\<"), "{line:?}");
+            assert!(!line.contains("](") || line.contains("\\]("), "{line:?}");
+            if line.starts_with('#') {
+                assert!(line.starts_with("## kubelet-gitops plan") || line.starts_with("### "));
+            }
+        }
+        // Every row of the overrides table has its five cells, whatever the values hold.
+        let header = "| field | config | flag | value on the node | nodes |";
+        let rows: Vec<&str> = md
+            .lines()
+            .skip_while(|l| *l != header)
+            .skip(2)
+            .take_while(|l| l.starts_with('|'))
+            .collect();
+        assert_eq!(rows.len(), 1, "{md}");
+        for row in rows {
+            let mut cells = 0;
+            let mut chars = row.chars();
+            while let Some(c) = chars.next() {
+                match c {
+                    '\\' => {
+                        chars.next();
+                    }
+                    '|' => cells += 1,
+                    _ => {}
+                }
+            }
+            assert_eq!(cells, 6, "{row}");
+        }
+        // The values are all there, escaped, for the reader.
+        assert!(md.contains("x\\n## Forged heading\\n```\\n<img"), "{md}");
+        assert!(md.contains("g\\<2\\>\\|x"), "{md}");
+    }
+
+    #[test]
+    fn errors_of_an_invalid_head_stay_inside_their_block() {
+        let errors = vec![
+            RepoError::new(format!("pools/{EVIL}.yaml"), "", "is not a pool file"),
+            RepoError::new("pools/a.yaml", format!("spec.kubelet.{EVIL}"), EVIL),
+        ];
+        let md = invalid_markdown("abc1234", &errors);
+        let prose = prose(&md);
+        assert!(prose.iter().all(|l| !l.contains("Forged")), "{md}");
+        assert!(!kubelet_gitops_core::message::has_unsafe(&md.replace('\n', "")), "{md}");
+        assert_eq!(
+            md.lines().filter(|l| l.starts_with("pools/")).count(),
+            2,
+            "{md}"
+        );
+        assert!(
+            md.contains("````text\n"),
+            "a fence longer than the ``` inside: {md}"
+        );
+    }
+}
