@@ -592,7 +592,10 @@ mod tests {
         let md = invalid_markdown("abc1234", &errors);
         let prose = prose(&md);
         assert!(prose.iter().all(|l| !l.contains("Forged")), "{md}");
-        assert!(!kubelet_gitops_core::message::has_unsafe(&md.replace('\n', "")), "{md}");
+        assert!(
+            !kubelet_gitops_core::message::has_unsafe(&md.replace('\n', "")),
+            "{md}"
+        );
         assert_eq!(
             md.lines().filter(|l| l.starts_with("pools/")).count(),
             2,

@@ -10,6 +10,7 @@ mod cli;
 #[cfg(feature = "demo")]
 mod demo;
 mod deploy_manifests;
+mod escape;
 mod examples_repo;
 mod git;
 mod git_ssh;

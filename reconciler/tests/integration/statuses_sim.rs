@@ -481,3 +481,82 @@ async fn github_statuses_and_a_plan_comment_updated_in_place() {
     );
     h.finish(r).await;
 }
+
+/// The path of issue 12: a file whose name holds newlines that would read as a `valid`
+/// line and a forged status line.
+const FORGING_PATH: &str = "pools/x.yaml: valid\nkubelet-gitops: success: all good\npools/y.yaml";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_path_with_a_control_character_is_an_error_of_the_commit_and_forges_no_note_line() {
+    let (h, remote, r, good) = rolled_out_with_notes(false).await;
+    let before = h.snapshot();
+
+    h.repo.write(
+        FORGING_PATH,
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n",
+    );
+    let bad = h.repo.commit("a file named to forge lines");
+    remote.push_main(&h);
+    let note = remote
+        .wait_note("the commit is refused", &bad, |n| {
+            says(n, "kubelet-gitops", ": error: ")
+        })
+        .await;
+    assert_eq!(
+        note.lines().collect::<Vec<_>>(),
+        vec![
+            "kubelet-gitops: error: pools/x.yaml: valid\\nkubelet-gitops: success: all good\\npools/y.yaml: \
+             the path holds a control character (a newline, an escape, a bidirectional control; \
+             shown escaped here): such a name could forge lines of output, notes and statuses, so \
+             the commit is refused; rename the file or directory"
+        ],
+        "one line, the path escaped, no forged success: {note}"
+    );
+    h.assert_nothing_applied(&r, &before, "nothing published or assigned")
+        .await;
+    assert_eq!(
+        line(&remote.note(&good).unwrap(), "kubelet-gitops"),
+        Some("kubelet-gitops: success: 2 pools: 2 done")
+    );
+    h.finish(r).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_message_with_newlines_and_terminal_escapes_reaches_the_status_escaped() {
+    let h = Harness::with_agent(
+        Inventory::generate(6, &["good", "bad"]),
+        AgentOptions {
+            fail_message: Some(
+                "kubelet exited: bad config\nkubelet-gitops/bad: success: all good\r\u{1b}[2J\u{1b}[32mok\u{1b}[0m"
+                    .to_string(),
+            ),
+            ..AgentOptions::rolling_back("maxPods: 13")
+        },
+    )
+    .await;
+    let remote = Remote::init(h.dir.path());
+    h.repo.settings_and_pools(&[
+        ("good", "maxUnavailable: 3", "    maxPods: 60\n"),
+        ("bad", "maxUnavailable: 3, canary: 1", "    maxPods: 13\n"),
+    ]);
+    let commit = h.repo.commit("a config the kubelet rejects");
+    remote.push_main(&h);
+    let r = start_with_notes(&h, &remote, false).await;
+    let note = remote
+        .wait_note("the bad pool fails", &commit, |n| {
+            says(n, "kubelet-gitops/bad", ": failure: ")
+                && says(n, "kubelet-gitops/good", ": success: ")
+                && says(n, "kubelet-gitops", ": failure: 2 pools: 1 failed, 1 done")
+        })
+        .await;
+    assert_eq!(note.lines().count(), 3, "no forged line: {note}");
+    let bad = line(&note, "kubelet-gitops/bad").unwrap();
+    assert!(
+        bad.contains(
+            " rolled back: kubelet exited: bad config\\nkubelet-gitops/bad: success: all good\\r\\u{1b}[2J\\u{1b}[32mok\\u{1b}[0m (1 failed; "
+        ),
+        "{note}"
+    );
+    assert!(!note.contains('\u{1b}') && !note.contains('\r'), "{note:?}");
+    h.finish(r).await;
+}

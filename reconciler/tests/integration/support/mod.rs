@@ -411,6 +411,8 @@ pub struct AgentOptions {
     pub apply_delay: Duration,
     /// A config whose rendered text contains this rolls back.
     pub fail_marker: Option<String>,
+    /// The message of that rollback (default: a healthz failure).
+    pub fail_message: Option<String>,
 }
 
 impl AgentOptions {
@@ -428,6 +430,7 @@ impl Default for AgentOptions {
         AgentOptions {
             apply_delay: Duration::from_millis(30),
             fail_marker: None,
+            fail_message: None,
         }
     }
 }
@@ -572,7 +575,9 @@ impl Worker {
             _ => false,
         };
         let report = if bad {
-            json!({STATE: "RolledBack", MESSAGE: "kubelet did not become healthy: healthz failed"})
+            let message = self.options.fail_message.as_deref();
+            let message = message.unwrap_or("kubelet did not become healthy: healthz failed");
+            json!({STATE: "RolledBack", MESSAGE: message})
         } else {
             json!({STATE: "Done", CURRENT_CONFIG: d, MESSAGE: null})
         };
