@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use kubelet_gitops_core::message::OneLine;
+
 use super::error::DemoError;
 use super::nodes::{self, NodePaths};
 use super::repo::{self, GPU_CGROUP_ROOT};
@@ -68,7 +70,7 @@ impl Demo {
             .filter(|n| n.pool.as_deref() == Some("general"))
         {
             if let Some(m) = n.message.as_deref().filter(|m| m.contains("--max-pods")) {
-                println!("    {}: {m}", n.name);
+                println!("    {}: {}", n.name, OneLine(m));
             }
         }
         self.act("rollout 2", t);
@@ -182,7 +184,7 @@ impl Demo {
             "    {}: {} ({})",
             node.name,
             node.state.as_deref().unwrap_or("?"),
-            node.message.as_deref().unwrap_or("")
+            OneLine(node.message.as_deref().unwrap_or(""))
         );
 
         // Nobody else was touched: same desired and current config, kubelet not restarted.
