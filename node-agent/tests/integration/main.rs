@@ -9,6 +9,7 @@ mod support;
 
 mod agent_apply;
 mod agent_crash;
+mod agent_escape;
 mod agent_failures;
 mod agent_lifecycle;
 mod agent_modes;
