@@ -204,3 +204,38 @@ fn unsafe_path(rel: &str) -> Option<String> {
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::{RenderOptions, render_repo};
+    use crate::source::MemorySource;
+
+    const POOL: &str = "apiVersion: kubelet-gitops.io/v1alpha1\nkind: NodePool\nmetadata:\n  name: a\nspec:\n  nodeSelector: {}\n";
+
+    #[test]
+    fn a_path_with_a_control_character_is_an_error_of_the_commit_named_escaped() {
+        for (path, shown) in [
+            (
+                "pools/x.yaml: valid\nkubelet-gitops: success: all good\npools/y.yaml",
+                "pools/x.yaml: valid\\nkubelet-gitops: success: all good\\npools/y.yaml",
+            ),
+            ("docs/\u{1b}[2Jnotes.md", "docs/\\u{1b}[2Jnotes.md"),
+            ("pools/b\u{202e}lmay.yaml", "pools/b\\u{202e}lmay.yaml"),
+            ("tab\there/README", "tab\\there/README"),
+        ] {
+            let src = MemorySource::new([("pools/a.yaml", POOL), (path, "x: 1\n")]);
+            let errors = render_repo(&src, &RenderOptions::default()).unwrap_err();
+            assert_eq!(errors.len(), 1, "{errors:?}");
+            let line = errors[0].to_string();
+            assert!(
+                line.starts_with(&format!("{shown}: the path holds a control character")),
+                "{line}"
+            );
+            assert!(!line.contains('\n'), "{line:?}");
+        }
+        // Printable Unicode is a name like any other.
+        let src = MemorySource::new([("pools/a.yaml", POOL), ("docs/grüße 東京.md", "x\n")]);
+        assert!(render_repo(&src, &RenderOptions::default()).is_ok());
+    }
+}
