@@ -207,7 +207,6 @@ fn unsafe_path(rel: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::render::{RenderOptions, render_repo};
     use crate::source::MemorySource;
 
