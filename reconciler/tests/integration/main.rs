@@ -16,6 +16,7 @@ mod git_ssh;
 mod plan;
 mod readme;
 mod resume_sim;
+mod run_args;
 mod run_sim;
 mod status_forges;
 mod status_notes;
