@@ -1175,6 +1175,22 @@ mod tests {
         assert_eq!(split_globs(&["a\\,b,c"]), ["a\\,b", "c"]);
         assert_eq!(split_globs(&["", ",a,,"]), ["a"]);
         assert!(split_globs::<&str>(&[]).is_empty());
+        // What `run` makes of them (`plan` calls the same function).
+        let c = parse(&[
+            "--repo-url",
+            "file:///r",
+            "--exclude",
+            "pools/{a,b}.yaml,drafts/**",
+            "--exclude",
+            "x.yaml",
+        ])
+        .unwrap()
+        .into_config()
+        .unwrap();
+        assert_eq!(
+            c.render.exclude,
+            ["pools/{a,b}.yaml", "drafts/**", "x.yaml"]
+        );
     }
 
     #[test]

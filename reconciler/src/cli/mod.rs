@@ -1,7 +1,8 @@
 //! The `kubelet-gitops` command line: argument definitions and dispatch.
 //!
 //! Exit codes are shared by every command: 0 success, 1 the input is invalid (every
-//! problem printed as `file:line: field.path: message`), 2 usage or I/O errors.
+//! problem printed with its file, line, column when known, and field path), 2 usage or I/O
+//! errors, whatever the input's validity.
 
 mod configmap_name;
 #[cfg(feature = "demo")]
@@ -34,8 +35,12 @@ enum Command {
     /// Check KubeletConfiguration files the way the kubelet does: strict decoding, then the
     /// kubelet's defaults and validation rules (with the node's flags, when given).
     ///
-    /// Exits 0 when every file is valid, 1 when any is invalid (each problem printed as
-    /// `file:line: field.path: message`), 2 on usage or I/O errors.
+    /// Exits 0 when every file is valid, 1 when any is invalid, 2 on usage or I/O errors.
+    /// Each problem is printed on stderr as `file:line:column: field.path: message` when
+    /// the file does not decode (a typo, a wrong type, a duplicate key), as
+    /// `file:line: field.path: message` when a decoded value breaks the kubelet's rules
+    /// (the line of the field, or of its nearest ancestor), and as `file: message` when the
+    /// whole file is wrong (empty, not YAML, too large).
     Validate(ValidateArgs),
     /// Print the effective configuration a kubelet would run with: defaults, then FILE,
     /// then drop-ins, then the kubelet's flags. Fields set by a flag are marked.
