@@ -1,6 +1,7 @@
 //! `kubelet-gitops-sim serve` as a process: without `--workdir` it works in a directory of
 //! its own under `$TMPDIR` and removes it when SIGTERM or SIGINT ends it; a `--workdir`
-//! given is kept.
+//! given is kept. With `--log-format json` every line of its log is a JSON object with
+//! no key twice.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -10,21 +11,37 @@ use std::time::{Duration, Instant};
 /// Far longer than a start or a shutdown takes; only a hung process reaches it.
 const HANG_GUARD: Duration = Duration::from_secs(120);
 
-/// `serve` of two generated nodes with `TMPDIR=tmp`, and the work directory it printed.
-fn serve(tmp: &Path, extra: &[&str]) -> (Child, PathBuf) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kubelet-gitops-sim"))
+fn sim() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_kubelet-gitops-sim"));
+    for (k, _) in std::env::vars() {
+        if k.starts_with("KUBELET_GITOPS_SIM_") || k == "RUST_LOG" {
+            c.env_remove(k);
+        }
+    }
+    c
+}
+
+/// `serve` of two generated nodes with `TMPDIR=tmp` (its stderr to `stderr`, else
+/// nowhere), the work directory and the API URL it printed.
+fn serve_logging(
+    tmp: &Path,
+    extra: &[&str],
+    stderr: Option<std::fs::File>,
+) -> (Child, PathBuf, String) {
+    let mut child = sim()
         .args(["serve", "--generate-nodes", "2", "--pools", "a,b"])
         .arg("--kubeconfig-out")
         .arg(tmp.join("kubeconfig"))
         .args(extra)
         .env("TMPDIR", tmp)
-        .env_remove("KUBELET_GITOPS_SIM_WORKDIR")
+        .env("RUST_LOG", "debug")
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(stderr.map_or_else(Stdio::null, Stdio::from))
         .spawn()
         .expect("start kubelet-gitops-sim serve");
     let stdout = child.stdout.take().expect("stdout");
     let mut workdir = None;
+    let mut url = None;
     let mut nodes = 0;
     let mut lines = BufReader::new(stdout).lines();
     // `serve` prints its workdir, then a line per node once every kubelet runs.
@@ -32,6 +49,9 @@ fn serve(tmp: &Path, extra: &[&str]) -> (Child, PathBuf) {
         let line = line.expect("read stdout");
         if let Some(dir) = line.strip_prefix("workdir:") {
             workdir = Some(PathBuf::from(dir.trim()));
+        }
+        if let Some(u) = line.strip_prefix("API server:") {
+            url = Some(u.trim().to_string());
         }
         if line.starts_with("node ") {
             nodes += 1;
@@ -43,6 +63,11 @@ fn serve(tmp: &Path, extra: &[&str]) -> (Child, PathBuf) {
     let workdir = workdir.expect("serve printed its workdir");
     // Whatever else it prints is read, so that it never writes to a closed pipe.
     std::thread::spawn(move || lines.for_each(drop));
+    (child, workdir, url.expect("serve printed its URL"))
+}
+
+fn serve(tmp: &Path, extra: &[&str]) -> (Child, PathBuf) {
+    let (child, workdir, _) = serve_logging(tmp, extra, None);
     (child, workdir)
 }
 
@@ -110,4 +135,32 @@ fn serve_keeps_a_workdir_it_was_given() {
     signal(&child, "TERM");
     assert!(wait(&mut child).success());
     assert!(given.join("nodes").is_dir(), "the given workdir is kept");
+}
+
+#[test]
+fn the_json_log_has_no_line_with_a_key_twice() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log_path = tmp.path().join("sim.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let (mut child, _, url) = serve_logging(tmp.path(), &["--log-format", "json"], Some(log));
+    // A kubelet restart through the CLI (its log in JSON too), then the shutdown.
+    let out = sim()
+        .args(["restart-kubelet", "--server", &url, "--node", "a-0"])
+        .env("KUBELET_GITOPS_SIM_LOG_FORMAT", "json")
+        .env("RUST_LOG", "debug")
+        .output()
+        .expect("run restart-kubelet");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    signal(&child, "TERM");
+    assert!(wait(&mut child).success());
+    let text = std::fs::read_to_string(&log_path).unwrap()
+        + &String::from_utf8_lossy(&out.stderr);
+    let mut lines = 0;
+    for line in text.lines() {
+        if let Err(e) = kubelet_gitops_core::logging::parse_json_line(line) {
+            panic!("{e}");
+        }
+        lines += 1;
+    }
+    assert!(lines >= 3, "the sim logged:\n{text}");
 }
