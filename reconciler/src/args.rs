@@ -58,7 +58,8 @@ pub use kubelet_gitops_core::logging::LogFormat;
 #[command(next_help_heading = "Git source")]
 pub struct RunArgs {
     /// The config repository: https://..., ssh://..., git@host:path, file:///path or a
-    /// local path.
+    /// local path. No credentials in it (`https://user:token@...` is refused): the token
+    /// goes in --token-file.
     #[arg(long, value_name = "URL", env = "KUBELET_GITOPS_REPO_URL")]
     pub repo_url: String,
 
@@ -82,7 +83,8 @@ pub struct RunArgs {
     pub interval: humantime::Duration,
 
     /// A file holding an https access token (read at every fetch, so a rotated Secret is
-    /// picked up). Sent as the password of --git-username.
+    /// picked up). Sent as the password of --git-username; never over plain http://
+    /// unless --allow-insecure-http is given.
     #[arg(long, value_name = "FILE", env = "KUBELET_GITOPS_TOKEN_FILE")]
     pub token_file: Option<PathBuf>,
 
@@ -285,7 +287,8 @@ pub struct RunArgs {
 
     /// The forge's API base: GitHub's is https://api.github.com (GitHub Enterprise
     /// Server: https://HOST/api/v3); for GitLab (default https://gitlab.com) and Gitea
-    /// (required) the instance's URL, without /api/....
+    /// (required) the instance's URL, without /api/.... An http:// URL only with
+    /// --allow-insecure-http (every request carries the forge token).
     #[arg(
         long,
         value_name = "URL",

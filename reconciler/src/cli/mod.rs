@@ -56,7 +56,8 @@ enum Command {
     /// on a failure). A commit that does not validate applies nothing.
     ///
     /// Every option can also be set through its KUBELET_GITOPS_* environment variable.
-    /// Serves /metrics, /healthz and /readyz on --admin-addr. Exits 0 on SIGTERM; with
+    /// Serves /metrics, /healthz and /readyz on --admin-addr. Exits 2 at once, before
+    /// anything starts, when an option is wrong (the message names it); 0 on SIGTERM; with
     /// --once, 0 when the commit applied, 1 when it does not validate, 2 on other errors.
     Run(Box<crate::args::RunArgs>),
     /// Print, as Markdown, what merging a revision of the config repository would do:
@@ -67,7 +68,9 @@ enum Command {
     ///
     /// Exits 0 when the head can be applied, 1 when it does not validate (each problem
     /// printed as `file:line:col: field: message`) or two pools of the same priority
-    /// select a node, 2 on usage, git or I/O errors.
+    /// select a node, 2 on usage, git or I/O errors (an unknown --base or --head, a
+    /// missing --nodes file, a cluster that cannot be listed) whether the head validates
+    /// or not: every input is read before the head is rendered.
     Plan(plan::PlanArgs),
     /// Show the whole loop on this machine in under a minute: a simulated cluster of 12
     /// nodes in 3 pools (a stand-in kubelet each), a copy of examples-repo in a git
