@@ -196,7 +196,10 @@ mod tests {
         .unwrap();
         assert_eq!(ok["span"]["x"], 1.5);
         for (line, key) in [
-            (r#"{"target":"kube-system/cm","message":"m","target":"reconciler"}"#, "target"),
+            (
+                r#"{"target":"kube-system/cm","message":"m","target":"reconciler"}"#,
+                "target",
+            ),
             (r#"{"span":{"name":"s","name":"t"}}"#, "name"),
             (r#"{"spans":[{"a":1,"a":2}]}"#, "a"),
         ] {
@@ -204,7 +207,11 @@ mod tests {
             assert!(err.contains(&format!("duplicate key \"{key}\"")), "{err}");
             assert!(err.ends_with(line), "{err}");
         }
-        assert!(parse_json_line("[1]").unwrap_err().contains("not a JSON object"));
+        assert!(
+            parse_json_line("[1]")
+                .unwrap_err()
+                .contains("not a JSON object")
+        );
         assert!(parse_json_line("INFO text").is_err());
         // What serde_json alone makes of it: the first value is lost without a word.
         let lax: serde_json::Value =

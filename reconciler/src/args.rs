@@ -811,7 +811,13 @@ fn status_config(
         return Err(ArgsError::CommentWithoutForge { backend: name });
     }
     let target_url = target_url
-        .map(|u| http_url("--status-target-url", &u, "the link is shown on every status"))
+        .map(|u| {
+            http_url(
+                "--status-target-url",
+                &u,
+                "the link is shown on every status",
+            )
+        })
         .transpose()?;
     Ok(StatusConfig {
         backend,
@@ -1065,7 +1071,12 @@ mod tests {
         );
 
         // A token over plain http only with --allow-insecure-http (or its variable).
-        let http = ["--repo-url", "http://127.0.0.1:3000/r.git", "--token-file", token];
+        let http = [
+            "--repo-url",
+            "http://127.0.0.1:3000/r.git",
+            "--token-file",
+            token,
+        ];
         assert_eq!(
             err(&http),
             "--repo-url \"http://127.0.0.1:3000/r.git\": a token would be sent unencrypted \
@@ -1137,8 +1148,7 @@ mod tests {
                 .contains("--include: invalid glob")
         );
         assert!(
-            err(&["--repo-url", "file:///r", "--root", "../up"])
-                .contains("leaves the repository")
+            err(&["--repo-url", "file:///r", "--root", "../up"]).contains("leaves the repository")
         );
         assert_eq!(
             err(&["--repo-url", "https://h/r", "--token-file", empty]),

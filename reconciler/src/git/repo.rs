@@ -366,8 +366,14 @@ pub fn remote_callbacks(config: &GitConfig) -> RemoteCallbacks<'static> {
     let mut asked = 0u32;
     let mut callbacks = RemoteCallbacks::new();
     callbacks.credentials(move |asking_url, url_user, allowed| {
-        credentials(&credential_config, asking_url, url_user, allowed, &mut asked)
-            .map_err(|e| git2::Error::from_str(&e.to_string()))
+        credentials(
+            &credential_config,
+            asking_url,
+            url_user,
+            allowed,
+            &mut asked,
+        )
+        .map_err(|e| git2::Error::from_str(&e.to_string()))
     });
     callbacks.certificate_check(move |cert, _host| match cert.as_hostkey() {
         None => Ok(CertificateCheckStatus::CertificatePassthrough),
@@ -640,10 +646,22 @@ mod tests {
             },
         );
         let mut asked = 0;
-        let cred = credentials(&cfg, &cfg.url, None, CredentialType::USER_PASS_PLAINTEXT, &mut asked);
+        let cred = credentials(
+            &cfg,
+            &cfg.url,
+            None,
+            CredentialType::USER_PASS_PLAINTEXT,
+            &mut asked,
+        );
         assert!(cred.is_ok(), "{:?}", cred.err());
         // Within one fetch, being asked again means the token was rejected.
-        match credentials(&cfg, &cfg.url, None, CredentialType::USER_PASS_PLAINTEXT, &mut asked) {
+        match credentials(
+            &cfg,
+            &cfg.url,
+            None,
+            CredentialType::USER_PASS_PLAINTEXT,
+            &mut asked,
+        ) {
             Err(GitError::Auth {
                 username, message, ..
             }) => {
@@ -656,7 +674,13 @@ mod tests {
         // A missing token file is named, and its content never appears in errors.
         std::fs::remove_file(&token_file).expect("rm");
         let mut asked = 0;
-        match credentials(&cfg, &cfg.url, None, CredentialType::USER_PASS_PLAINTEXT, &mut asked) {
+        match credentials(
+            &cfg,
+            &cfg.url,
+            None,
+            CredentialType::USER_PASS_PLAINTEXT,
+            &mut asked,
+        ) {
             Err(e @ GitError::CredentialFile { .. }) => {
                 assert!(e.to_string().contains("token file"), "{e}");
                 assert!(e.is_retryable());
@@ -670,8 +694,13 @@ mod tests {
     fn no_credentials_configured_is_an_auth_error() {
         let cfg = config("https://git.example/r.git", GitAuth::None);
         let mut asked = 0;
-        let Err(err) = credentials(&cfg, &cfg.url, None, CredentialType::USER_PASS_PLAINTEXT, &mut asked)
-        else {
+        let Err(err) = credentials(
+            &cfg,
+            &cfg.url,
+            None,
+            CredentialType::USER_PASS_PLAINTEXT,
+            &mut asked,
+        ) else {
             panic!("credentials offered with none configured");
         };
         assert!(matches!(err, GitError::Auth { .. }), "{err:?}");
@@ -690,9 +719,24 @@ mod tests {
             },
         );
         let mut asked = 0;
-        assert!(credentials(&cfg, &cfg.url, Some("deploy"), CredentialType::USERNAME, &mut asked).is_ok());
+        assert!(
+            credentials(
+                &cfg,
+                &cfg.url,
+                Some("deploy"),
+                CredentialType::USERNAME,
+                &mut asked
+            )
+            .is_ok()
+        );
         assert_eq!(asked, 0, "a username request is not a key attempt");
-        match credentials(&cfg, &cfg.url, Some("deploy"), CredentialType::SSH_KEY, &mut asked) {
+        match credentials(
+            &cfg,
+            &cfg.url,
+            Some("deploy"),
+            CredentialType::SSH_KEY,
+            &mut asked,
+        ) {
             Err(GitError::CredentialFile { what, path, .. }) => {
                 assert_eq!(what, "SSH key");
                 assert_eq!(path, tmp.path().join("missing-key"));

@@ -90,7 +90,10 @@ async fn every_line_of_the_reconcilers_json_log_has_each_key_once() {
         })
     };
     while !rejected(&strict_lines(&std::fs::read_to_string(&log_path).unwrap())) {
-        assert!(Instant::now() < deadline, "the invalid commit was never logged");
+        assert!(
+            Instant::now() < deadline,
+            "the invalid commit was never logged"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let pid = child.id().expect("running").to_string();

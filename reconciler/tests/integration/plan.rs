@@ -374,7 +374,10 @@ fn usage_and_io_errors_exit_2_even_when_the_head_is_invalid() {
             vec!["--nodes", "/no/inventory.yaml"],
             "/no/inventory.yaml".to_string(),
         ),
-        (vec!["--kubeconfig", kubeconfig.to_str().unwrap()], "cannot list the nodes".into()),
+        (
+            vec!["--kubeconfig", kubeconfig.to_str().unwrap()],
+            "cannot list the nodes".into(),
+        ),
     ] {
         let out = plan(&repo, &args);
         let err = text(&out.stderr);

@@ -58,7 +58,9 @@ fn a_configuration_error_exits_2_at_once_naming_the_option() {
     let token = token.to_str().unwrap();
     let not_a_dir = tmp.path().join("file");
     std::fs::write(&not_a_dir, "").unwrap();
-    let cases: Vec<(Vec<&str>, Vec<(&str, &str)>, String)> = vec![
+    // The arguments, the variables, and how the message starts.
+    type Case<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>, String);
+    let cases: Vec<Case<'_>> = vec![
         (
             vec!["--repo-url", "http://user:pa55word@git.example/r.git"],
             vec![],
@@ -119,8 +121,15 @@ fn a_configuration_error_exits_2_at_once_naming_the_option() {
             err.starts_with(&want),
             "{args:?} {env:?}: want {want:?}, got:\n{err}"
         );
-        assert_eq!(err.lines().count(), 1, "one message, nothing started:\n{err}");
-        assert!(!err.contains("pa55word") && !err.contains("s3cret"), "{err}");
+        assert_eq!(
+            err.lines().count(),
+            1,
+            "one message, nothing started:\n{err}"
+        );
+        assert!(
+            !err.contains("pa55word") && !err.contains("s3cret"),
+            "{err}"
+        );
     }
 }
 

@@ -332,7 +332,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let mut interrupt = signal(SignalKind::interrupt())?;
     let (workdir, _temporary) = match workdir {
         Some(w) => {
-            let w = std::path::absolute(&w).with_context(|| format!("resolving {}", w.display()))?;
+            let w =
+                std::path::absolute(&w).with_context(|| format!("resolving {}", w.display()))?;
             (w, None)
         }
         None => {
@@ -399,7 +400,10 @@ impl TempWorkdir {
                 }
             }
         }
-        anyhow::bail!("no free name for a work directory under {}", parent.display())
+        anyhow::bail!(
+            "no free name for a work directory under {}",
+            parent.display()
+        )
     }
 }
 

@@ -150,11 +150,14 @@ fn the_json_log_has_no_line_with_a_key_twice() {
         .env("RUST_LOG", "debug")
         .output()
         .expect("run restart-kubelet");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     signal(&child, "TERM");
     assert!(wait(&mut child).success());
-    let text = std::fs::read_to_string(&log_path).unwrap()
-        + &String::from_utf8_lossy(&out.stderr);
+    let text = std::fs::read_to_string(&log_path).unwrap() + &String::from_utf8_lossy(&out.stderr);
     let mut lines = 0;
     for line in text.lines() {
         if let Err(e) = kubelet_gitops_core::logging::parse_json_line(line) {
