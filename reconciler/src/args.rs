@@ -702,12 +702,6 @@ fn http_url(flag: &'static str, url: &str, hint: &'static str) -> Result<String,
     }
 }
 
-/// Whether `url` is a plain-text `http://` URL.
-fn is_plain_http(url: &str) -> bool {
-    url.get(..7)
-        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("http://"))
-}
-
 /// The commit-status options, checked against each other.
 fn status_config(
     kind: StatusBackendKind,
@@ -758,7 +752,7 @@ fn status_config(
                 .map(|u| http_url("--forge-url", &u, "the token goes in --forge-token-file"))
                 .transpose()?;
             // Every request to the forge carries the token.
-            if let Some(u) = url.as_deref().filter(|u| is_plain_http(u))
+            if let Some(u) = url.as_deref().filter(|u| crate::git::is_plain_http(u))
                 && !allow_insecure_http
             {
                 return Err(ArgsError::InsecureHttp {

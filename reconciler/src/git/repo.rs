@@ -11,7 +11,7 @@ use git2::{
 use tracing::{debug, instrument};
 
 use super::known_hosts::{HostKeyCheck, KnownHosts, PresentedKey, key_type_name};
-use super::url::RemoteUrl;
+use super::url::{RemoteUrl, is_plain_http};
 use super::{CommitSource, GitError};
 
 /// Where the config repository lives and how to reach it.
@@ -511,12 +511,6 @@ fn credentials(
             "the remote does not accept username and password authentication",
         )),
     }
-}
-
-/// Whether `url` is a plain-text `http://` URL.
-fn is_plain_http(url: &str) -> bool {
-    url.get(..7)
-        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("http://"))
 }
 
 /// A secret file's content without trailing whitespace (a newline from `echo`).

@@ -122,6 +122,13 @@ pub fn redact(url: &str) -> String {
     url.to_string()
 }
 
+/// Whether `url` is a plain-text `http://` URL (any case), over which a token must not go
+/// unless allowed (`--allow-insecure-http`).
+pub fn is_plain_http(url: &str) -> bool {
+    url.get(..7)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("http://"))
+}
+
 /// `host`, `host:port`, `[v6]` or `[v6]:port`.
 fn split_host_port(s: &str) -> Option<(String, u16)> {
     if let Some(rest) = s.strip_prefix('[') {
