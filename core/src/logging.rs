@@ -109,9 +109,124 @@ pub fn init_for_tests() {
     }
 }
 
+/// One line of a JSON log, read strictly: a JSON object in which no object, at any depth,
+/// has a key twice. serde_json (like most collectors) silently keeps the last of repeated
+/// keys, so a line with `"target"` twice loses one of them; tests of every binary read
+/// their logs with this to keep that from happening again. The error names the key and
+/// the line.
+pub fn parse_json_line(line: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    match serde_json::from_str::<Strict>(line) {
+        Ok(Strict(serde_json::Value::Object(map))) => Ok(map),
+        Ok(_) => Err(format!("not a JSON object: {line}")),
+        Err(e) => Err(format!("{e}: {line}")),
+    }
+}
+
+/// A JSON value whose objects are checked for repeated keys as they are read.
+struct Strict(serde_json::Value);
+
+impl<'de> serde::Deserialize<'de> for Strict {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Strict, D::Error> {
+        deserializer.deserialize_any(StrictVisitor)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> serde::de::Visitor<'de> for StrictVisitor {
+    type Value = Strict;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Strict, E> {
+        Ok(Strict(v.into()))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Strict, E> {
+        Ok(Strict(v.into()))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Strict, E> {
+        Ok(Strict(v.into()))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Strict, E> {
+        Ok(Strict(v.into()))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Strict, E> {
+        Ok(Strict(v.into()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Strict, E> {
+        Ok(Strict(v.into()))
+    }
+
+    fn visit_unit<E>(self) -> Result<Strict, E> {
+        Ok(Strict(serde_json::Value::Null))
+    }
+
+    fn visit_none<E>(self) -> Result<Strict, E> {
+        Ok(Strict(serde_json::Value::Null))
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Strict, A::Error> {
+        let mut items = Vec::new();
+        while let Some(Strict(v)) = seq.next_element()? {
+            items.push(v);
+        }
+        Ok(Strict(serde_json::Value::Array(items)))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Strict, A::Error> {
+        let mut out = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let Strict(value) = map.next_value()?;
+            if out.contains_key(&key) {
+                return Err(serde::de::Error::custom(format!("duplicate key {key:?}")));
+            }
+            out.insert(key, value);
+        }
+        Ok(Strict(serde_json::Value::Object(out)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_repeated_key_at_any_depth_is_an_error() {
+        let ok = parse_json_line(
+            r#"{"timestamp":"t","level":"INFO","message":"m","n":[1,{"a":null}],"span":{"name":"s","x":1.5}}"#,
+        )
+        .unwrap();
+        assert_eq!(ok["span"]["x"], 1.5);
+        for (line, key) in [
+            (
+                r#"{"target":"kube-system/cm","message":"m","target":"reconciler"}"#,
+                "target",
+            ),
+            (r#"{"span":{"name":"s","name":"t"}}"#, "name"),
+            (r#"{"spans":[{"a":1,"a":2}]}"#, "a"),
+        ] {
+            let err = parse_json_line(line).unwrap_err();
+            assert!(err.contains(&format!("duplicate key \"{key}\"")), "{err}");
+            assert!(err.ends_with(line), "{err}");
+        }
+        assert!(
+            parse_json_line("[1]")
+                .unwrap_err()
+                .contains("not a JSON object")
+        );
+        assert!(parse_json_line("INFO text").is_err());
+        // What serde_json alone makes of it: the first value is lost without a word.
+        let lax: serde_json::Value =
+            serde_json::from_str(r#"{"target":"kube-system/cm","target":"reconciler"}"#).unwrap();
+        assert_eq!(lax["target"], "reconciler");
+    }
 
     #[test]
     fn a_bad_filter_is_named() {

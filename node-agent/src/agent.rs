@@ -193,7 +193,7 @@ pub async fn run(config: Config) -> Result<(), AgentError> {
     info!(
         node = %config.node_name,
         admin = %bound,
-        target = %file.path().display(),
+        config_file = %file.path().display(),
         checkpoints = %config.checkpoint_dir.display(),
         "kubelet-gitops-agent starting"
     );

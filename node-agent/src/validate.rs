@@ -130,7 +130,7 @@ impl std::error::Error for Rejection {}
 
 /// Validates `payload` for the node (see the module documentation). On success the
 /// reserved cgroups the config enforces exist.
-#[instrument(skip_all, fields(bytes = payload.len(), target = %node.placement.target().display()))]
+#[instrument(skip_all, fields(bytes = payload.len(), config_file = %node.placement.target().display()))]
 pub fn validate_payload(payload: &[u8], node: &NodeContext) -> Result<Validated, Rejection> {
     // Empty stands for "no drop-in" in `effective_config`; as a payload it is no config.
     if payload.iter().all(u8::is_ascii_whitespace) {

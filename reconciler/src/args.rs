@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
+use kubelet_gitops_core::names;
 
 use crate::controller::{KubeSource, RunConfig};
 use crate::git::{GitAuth, GitConfig};
@@ -57,7 +58,8 @@ pub use kubelet_gitops_core::logging::LogFormat;
 #[command(next_help_heading = "Git source")]
 pub struct RunArgs {
     /// The config repository: https://..., ssh://..., git@host:path, file:///path or a
-    /// local path.
+    /// local path. No credentials in it (`https://user:token@...` is refused): the token
+    /// goes in --token-file.
     #[arg(long, value_name = "URL", env = "KUBELET_GITOPS_REPO_URL")]
     pub repo_url: String,
 
@@ -81,7 +83,8 @@ pub struct RunArgs {
     pub interval: humantime::Duration,
 
     /// A file holding an https access token (read at every fetch, so a rotated Secret is
-    /// picked up). Sent as the password of --git-username.
+    /// picked up). Sent as the password of --git-username; never over plain http://
+    /// unless --allow-insecure-http is given.
     #[arg(long, value_name = "FILE", env = "KUBELET_GITOPS_TOKEN_FILE")]
     pub token_file: Option<PathBuf>,
 
@@ -106,6 +109,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE", env = "KUBELET_GITOPS_KNOWN_HOSTS_FILE")]
     pub known_hosts_file: Option<PathBuf>,
 
+    /// Send tokens over plain http:// (unencrypted): the git token (--token-file) to an
+    /// http:// --repo-url, the forge token to an http:// --forge-url. Without it either is
+    /// refused at start, loopback addresses included: anyone on the path could read the
+    /// token. Only for tests and for a TLS-terminating proxy on the same host.
+    #[arg(long, env = "KUBELET_GITOPS_ALLOW_INSECURE_HTTP")]
+    pub allow_insecure_http: bool,
+
     /// Where the bare clone of the branch is cached; reused across restarts (only new
     /// objects are fetched). Give it a writable volume.
     #[arg(
@@ -127,23 +137,15 @@ pub struct RunArgs {
     pub root: String,
 
     /// Read only files matching these globs (relative to --root); added to the
-    /// repository's own `include`. Repeatable or comma-separated.
-    #[arg(
-        long,
-        value_name = "GLOB",
-        env = "KUBELET_GITOPS_INCLUDE",
-        value_delimiter = ','
-    )]
+    /// repository's own `include`. Repeatable; a comma outside `{}` and `[]` separates
+    /// globs, in the flag and in the variable (`a,b` is two globs, `{a,b}` one).
+    #[arg(long, value_name = "GLOB", env = "KUBELET_GITOPS_INCLUDE")]
     pub include: Vec<String>,
 
     /// Ignore files matching these globs (relative to --root); added to the repository's
-    /// own `exclude`. Repeatable or comma-separated.
-    #[arg(
-        long,
-        value_name = "GLOB",
-        env = "KUBELET_GITOPS_EXCLUDE",
-        value_delimiter = ','
-    )]
+    /// own `exclude`. Repeatable; a comma outside `{}` and `[]` separates globs, in the
+    /// flag and in the variable (`a,b` is two globs, `{a,b}` one).
+    #[arg(long, value_name = "GLOB", env = "KUBELET_GITOPS_EXCLUDE")]
     pub exclude: Vec<String>,
 
     /// Publish ConfigMaps in this namespace instead of the one kubelet-gitops.yaml names.
@@ -285,7 +287,8 @@ pub struct RunArgs {
 
     /// The forge's API base: GitHub's is https://api.github.com (GitHub Enterprise
     /// Server: https://HOST/api/v3); for GitLab (default https://gitlab.com) and Gitea
-    /// (required) the instance's URL, without /api/....
+    /// (required) the instance's URL, without /api/.... An http:// URL only with
+    /// --allow-insecure-http (every request carries the forge token).
     #[arg(
         long,
         value_name = "URL",
@@ -391,6 +394,42 @@ pub enum ArgsError {
     },
     #[error("{flag} {value:?}: expected an http:// or https:// URL")]
     Url { flag: &'static str, value: String },
+    #[error("{flag} {value:?}: credentials in the URL are not allowed ({hint})")]
+    UrlCredentials {
+        flag: &'static str,
+        /// The URL with its credentials masked.
+        value: String,
+        hint: &'static str,
+    },
+    #[error(
+        "{flag} {value:?}: the {what} would be sent unencrypted over plain http://: use an \
+         https:// URL, or give --allow-insecure-http to send it anyway"
+    )]
+    InsecureHttp {
+        flag: &'static str,
+        value: String,
+        what: &'static str,
+    },
+    #[error("--repo-url {url:?}: {reason}")]
+    RepoUrl { url: String, reason: String },
+    #[error("--branch {0:?}: not a valid git branch name")]
+    Branch(String),
+    #[error("the git source")]
+    Git(#[source] crate::git::GitError),
+    #[error("{flag} {value:?}: {reason}")]
+    Name {
+        flag: &'static str,
+        value: String,
+        reason: String,
+    },
+    #[error("{0}")]
+    Render(String),
+    #[error("{flag} {path}: the file is empty; it must hold the {what}")]
+    EmptySecret {
+        flag: &'static str,
+        path: PathBuf,
+        what: &'static str,
+    },
     #[error("--review needs a status backend (--status-backend is none)")]
     ReviewWithoutBackend,
     #[error("--comment needs a forge (github, gitlab or gitea): {backend} has no pull requests")]
@@ -408,6 +447,69 @@ fn existing(flag: &'static str, path: &Path) -> Result<PathBuf, ArgsError> {
         })
 }
 
+/// [`existing`], and the file must be readable and hold something besides whitespace:
+/// a secret file that is empty at start is a mistake, not a rotation in progress.
+fn secret_file(flag: &'static str, path: &Path, what: &'static str) -> Result<PathBuf, ArgsError> {
+    let path = existing(flag, path)?;
+    let text = std::fs::read(&path).map_err(|source| ArgsError::Path {
+        flag,
+        path: path.clone(),
+        source,
+    })?;
+    if text.iter().all(u8::is_ascii_whitespace) {
+        return Err(ArgsError::EmptySecret { flag, path, what });
+    }
+    Ok(path)
+}
+
+/// `value` as a Kubernetes name of the kind `errors` checks (namespace: an RFC 1123
+/// label; Lease: a subdomain).
+fn kube_name(
+    flag: &'static str,
+    value: &str,
+    errors: fn(&str) -> Vec<String>,
+) -> Result<(), ArgsError> {
+    match names::joined(errors(value)) {
+        None => Ok(()),
+        Some(reason) => Err(ArgsError::Name {
+            flag,
+            value: value.to_string(),
+            reason,
+        }),
+    }
+}
+
+/// The globs given to `--include` or `--exclude` (of `run` and `plan`): every value (a
+/// flag, or the variable) holds one or more globs separated by commas outside `{...}`
+/// and `[...]` (and not escaped as `\,`), so `a,b` is two globs and `pools/{a,b}.yaml`
+/// one. Empty pieces are dropped (an empty variable is no glob).
+pub fn split_globs<S: AsRef<str>>(values: &[S]) -> Vec<String> {
+    let mut globs = Vec::new();
+    for value in values {
+        let mut current = String::new();
+        let (mut braces, mut in_class, mut escaped) = (0usize, false, false);
+        for c in value.as_ref().chars() {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '[' if !in_class => in_class = true,
+                ']' if in_class => in_class = false,
+                '{' if !in_class => braces += 1,
+                '}' if !in_class => braces = braces.saturating_sub(1),
+                ',' if !in_class && braces == 0 => {
+                    globs.push(std::mem::take(&mut current));
+                    continue;
+                }
+                _ => {}
+            }
+            current.push(c);
+        }
+        globs.push(current);
+    }
+    globs.retain(|g| !g.trim().is_empty());
+    globs
+}
+
 impl RunArgs {
     /// Validates the arguments into the controller's configuration: paths made absolute
     /// and checked, durations bounded, the webhook secret read.
@@ -420,6 +522,7 @@ impl RunArgs {
             git_username,
             ssh_key_file,
             known_hosts_file,
+            allow_insecure_http,
             cache_dir,
             root,
             include,
@@ -456,12 +559,23 @@ impl RunArgs {
             review,
             comment,
             review_max_age.into(),
+            allow_insecure_http,
         )?;
 
+        if let Some(ns) = &namespace {
+            kube_name("--namespace", ns, names::dns1123_label_errors)?;
+        }
+        kube_name("--lease-name", &lease_name, names::dns1123_subdomain_errors)?;
+        kube_name(
+            "--lease-namespace",
+            &lease_namespace,
+            names::dns1123_label_errors,
+        )?;
         let auth = match (token_file, ssh_key_file, known_hosts_file) {
             (Some(token), None, None) => GitAuth::Token {
                 username: git_username.unwrap_or_else(|| "kubelet-gitops".to_string()),
-                token_file: existing("--token-file", &token)?,
+                token_file: secret_file("--token-file", &token, "git token")?,
+                allow_insecure_http,
             },
             (None, Some(key), Some(hosts)) => GitAuth::Ssh {
                 username: git_username.unwrap_or_else(|| "git".to_string()),
@@ -510,26 +624,37 @@ impl RunArgs {
         };
         let webhook_secret = match webhook_secret_file {
             Some(_) if admin_addr.is_none() => return Err(ArgsError::WebhookWithoutAdmin),
-            Some(path) => Some(existing("--webhook-secret-file", &path)?),
+            Some(path) => Some(secret_file(
+                "--webhook-secret-file",
+                &path,
+                "webhook secret",
+            )?),
             None => None,
         };
-        let mut config = RunConfig::new(
-            GitConfig {
-                url: repo_url,
-                branch,
-                auth,
-                cache_dir,
-                extra_refspecs: Vec::new(),
-            },
-            kube,
-            identity,
-        );
-        config.interval = interval;
-        config.render = RenderOptions {
-            root,
-            include,
-            exclude,
+        let git = GitConfig {
+            url: repo_url,
+            branch,
+            auth,
+            cache_dir,
+            extra_refspecs: Vec::new(),
         };
+        git.check().map_err(|e| match e {
+            crate::git::GitError::BadUrl { url, reason } => ArgsError::RepoUrl { url, reason },
+            crate::git::GitError::BadBranch { branch } => ArgsError::Branch(branch),
+            other => ArgsError::Git(other),
+        })?;
+        let render = RenderOptions {
+            root,
+            include: split_globs(&include),
+            exclude: split_globs(&exclude),
+        };
+        if let Err(errors) = render.check() {
+            let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            return Err(ArgsError::Render(lines.join("\n")));
+        }
+        let mut config = RunConfig::new(git, kube, identity);
+        config.interval = interval;
+        config.render = render;
         config.namespace = namespace;
         config.leader = leader;
         config.admin_addr = admin_addr;
@@ -547,16 +672,32 @@ struct ForgeArgs {
     token_file: Option<PathBuf>,
 }
 
-/// Whether `url` is an http(s) URL with a host.
-fn http_url(flag: &'static str, url: &str) -> Result<String, ArgsError> {
-    let rest = url
-        .strip_prefix("https://")
-        .or_else(|| url.strip_prefix("http://"));
+/// `url`, checked to be an http(s) URL with a host and without credentials (`hint` says
+/// where they go instead). Messages show it with any credentials masked.
+fn http_url(flag: &'static str, url: &str, hint: &'static str) -> Result<String, ArgsError> {
+    let lower = url.get(..8).unwrap_or(url).to_ascii_lowercase();
+    let rest = if lower.starts_with("https://") {
+        url.get(8..)
+    } else if lower.starts_with("http://") {
+        url.get(7..)
+    } else {
+        None
+    };
     match rest {
-        Some(rest) if !rest.is_empty() && !rest.starts_with('/') => Ok(url.to_string()),
+        Some(rest) if !rest.is_empty() && !rest.starts_with('/') => {
+            let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+            if authority.contains('@') {
+                return Err(ArgsError::UrlCredentials {
+                    flag,
+                    value: crate::git::redact_url(url),
+                    hint,
+                });
+            }
+            Ok(url.to_string())
+        }
         _ => Err(ArgsError::Url {
             flag,
-            value: url.to_string(),
+            value: crate::git::redact_url(url),
         }),
     }
 }
@@ -569,6 +710,7 @@ fn status_config(
     review: bool,
     comment: bool,
     review_max_age: Duration,
+    allow_insecure_http: bool,
 ) -> Result<StatusConfig, ArgsError> {
     let name = kind.flag_value();
     let ForgeArgs {
@@ -605,8 +747,20 @@ fn status_config(
                 .filter(|r| !r.trim().is_empty())
                 .ok_or_else(|| missing("--forge-repo"))?;
             let token_file = token_file.ok_or_else(|| missing("--forge-token-file"))?;
-            let token_file = existing("--forge-token-file", &token_file)?;
-            let url = url.map(|u| http_url("--forge-url", &u)).transpose()?;
+            let token_file = secret_file("--forge-token-file", &token_file, "forge token")?;
+            let url = url
+                .map(|u| http_url("--forge-url", &u, "the token goes in --forge-token-file"))
+                .transpose()?;
+            // Every request to the forge carries the token.
+            if let Some(u) = url.as_deref().filter(|u| crate::git::is_plain_http(u))
+                && !allow_insecure_http
+            {
+                return Err(ArgsError::InsecureHttp {
+                    flag: "--forge-url",
+                    value: u.to_string(),
+                    what: "forge token",
+                });
+            }
             let owner_repo = || match repo.trim().trim_matches('/').split_once('/') {
                 Some((owner, name))
                     if !owner.is_empty() && !name.is_empty() && !name.contains('/') =>
@@ -651,7 +805,13 @@ fn status_config(
         return Err(ArgsError::CommentWithoutForge { backend: name });
     }
     let target_url = target_url
-        .map(|u| http_url("--status-target-url", &u))
+        .map(|u| {
+            http_url(
+                "--status-target-url",
+                &u,
+                "the link is shown on every status",
+            )
+        })
         .transpose()?;
     Ok(StatusConfig {
         backend,
@@ -870,6 +1030,174 @@ mod tests {
             "--comment requires --review"
         );
         assert!(config(&["--status-backend", "bitbucket"]).is_err());
+    }
+
+    #[test]
+    fn configuration_errors_are_caught_at_start_with_credentials_masked() {
+        let dir = tempfile::tempdir().unwrap();
+        let token = dir.path().join("token");
+        std::fs::write(&token, "t0k3n\n").unwrap();
+        let token = token.to_str().unwrap();
+        let empty = dir.path().join("empty");
+        std::fs::write(&empty, "\n").unwrap();
+        let empty = empty.to_str().unwrap();
+        let err = |args: &[&str]| {
+            let e = parse(args).unwrap().into_config().unwrap_err();
+            kubelet_gitops_core::message::error_chain(&e)
+        };
+        let ok = |args: &[&str]| parse(args).unwrap().into_config().unwrap();
+
+        let e = err(&["--repo-url", "http://user:pa55@git.example/r.git"]);
+        assert_eq!(
+            e,
+            "--repo-url \"http://***@git.example/r.git\": credentials in the URL are not \
+             allowed: put the token in --token-file (and the user in --git-username)"
+        );
+        assert!(!err(&["--repo-url", "https://pa55@h/r"]).contains("pa55"));
+        assert!(err(&["--repo-url", "ftp://h/r"]).contains("unsupported scheme"));
+        assert!(
+            err(&["--repo-url", "git@h:r.git", "--token-file", token])
+                .contains("an SSH URL needs an SSH key")
+        );
+        assert_eq!(
+            err(&["--repo-url", "file:///r", "--branch", "a..b"]),
+            "--branch \"a..b\": not a valid git branch name"
+        );
+
+        // A token over plain http only with --allow-insecure-http (or its variable).
+        let http = [
+            "--repo-url",
+            "http://127.0.0.1:3000/r.git",
+            "--token-file",
+            token,
+        ];
+        assert_eq!(
+            err(&http),
+            "--repo-url \"http://127.0.0.1:3000/r.git\": a token would be sent unencrypted \
+             over plain http://: use an https:// URL, or give --allow-insecure-http to send it \
+             anyway"
+        );
+        let c = ok(&[&http[..], &["--allow-insecure-http"]].concat());
+        assert!(matches!(
+            c.git.auth,
+            GitAuth::Token {
+                allow_insecure_http: true,
+                ..
+            }
+        ));
+        ok(&["--repo-url", "http://127.0.0.1:3000/r.git"]);
+        let forge = |url: &str| {
+            vec![
+                "--repo-url".to_string(),
+                "file:///r".into(),
+                "--status-backend".into(),
+                "gitea".into(),
+                "--forge-url".into(),
+                url.into(),
+                "--forge-repo".into(),
+                "o/r".into(),
+                "--forge-token-file".into(),
+                token.into(),
+            ]
+        };
+        let strs = |v: &[String]| v.iter().map(String::as_str).collect::<Vec<_>>().join(" ");
+        for url in ["http://gitea.local:3000", "HTTP://127.0.0.1"] {
+            let args = forge(url);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            assert_eq!(
+                err(&args),
+                format!(
+                    "--forge-url \"{url}\": the forge token would be sent unencrypted over \
+                     plain http://: use an https:// URL, or give --allow-insecure-http to send \
+                     it anyway"
+                ),
+                "{}",
+                strs(&forge(url))
+            );
+            let mut allowed = args.clone();
+            allowed.push("--allow-insecure-http");
+            assert!(matches!(
+                ok(&allowed).status.backend,
+                StatusBackendConfig::Gitea(_)
+            ));
+        }
+        let args = forge("https://bot:pa55@gitea.example");
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        assert_eq!(
+            err(&args),
+            "--forge-url \"https://***@gitea.example\": credentials in the URL are not \
+             allowed (the token goes in --forge-token-file)"
+        );
+
+        assert!(
+            err(&["--repo-url", "file:///r", "--namespace", "Kube_System"])
+                .starts_with("--namespace \"Kube_System\": a lowercase RFC 1123 label")
+        );
+        assert!(
+            err(&["--repo-url", "file:///r", "--lease-name", "a/b"])
+                .starts_with("--lease-name \"a/b\": a lowercase RFC 1123 subdomain")
+        );
+        assert!(
+            err(&["--repo-url", "file:///r", "--include", "pools/[x"])
+                .contains("--include: invalid glob")
+        );
+        assert!(
+            err(&["--repo-url", "file:///r", "--root", "../up"]).contains("leaves the repository")
+        );
+        assert_eq!(
+            err(&["--repo-url", "https://h/r", "--token-file", empty]),
+            format!("--token-file {empty}: the file is empty; it must hold the git token")
+        );
+        assert!(
+            err(&[
+                "--repo-url",
+                "file:///r",
+                "--webhook-secret-file",
+                empty,
+                "--admin-addr",
+                "127.0.0.1:0"
+            ])
+            .contains("it must hold the webhook secret")
+        );
+        assert!(
+            err(&[
+                "--repo-url",
+                "file:///r",
+                "--status-target-url",
+                "https://u:p@dash.example/d"
+            ])
+            .contains("credentials in the URL are not allowed")
+        );
+    }
+
+    #[test]
+    fn globs_split_at_commas_outside_braces_and_classes() {
+        assert_eq!(split_globs(&["a,b"]), ["a", "b"]);
+        assert_eq!(split_globs(&["pools/{a,b}.yaml"]), ["pools/{a,b}.yaml"]);
+        assert_eq!(
+            split_globs(&["pools/{a,b}.yaml,base/**", "x"]),
+            ["pools/{a,b}.yaml", "base/**", "x"]
+        );
+        assert_eq!(split_globs(&["[,]x,y"]), ["[,]x", "y"]);
+        assert_eq!(split_globs(&["a\\,b,c"]), ["a\\,b", "c"]);
+        assert_eq!(split_globs(&["", ",a,,"]), ["a"]);
+        assert!(split_globs::<&str>(&[]).is_empty());
+        // What `run` makes of them (`plan` calls the same function).
+        let c = parse(&[
+            "--repo-url",
+            "file:///r",
+            "--exclude",
+            "pools/{a,b}.yaml,drafts/**",
+            "--exclude",
+            "x.yaml",
+        ])
+        .unwrap()
+        .into_config()
+        .unwrap();
+        assert_eq!(
+            c.render.exclude,
+            ["pools/{a,b}.yaml", "drafts/**", "x.yaml"]
+        );
     }
 
     #[test]

@@ -16,3 +16,4 @@ pub use commit::{CommitInfo, CommitSource, first_parent_history, open_revision};
 pub use error::GitError;
 pub use poll::{Backoff, PollEvent, PollRecord, PollResult, Poller};
 pub use repo::{FetchOutcome, GitAuth, GitConfig, GitRepo, cached_head, remote_callbacks};
+pub use url::{is_plain_http, redact as redact_url};

@@ -447,12 +447,30 @@ impl E2e {
     pub async fn finish(mut self) -> Result<(), E2eError> {
         self.procs.check()?;
         self.procs.kill_all().await?;
+        self.check_reconciler_log()?;
         self.finished = true;
         eprintln!(
             "e2e {}: passed in {:.1?}",
             self.scenario,
             self.started.elapsed()
         );
+        Ok(())
+    }
+
+    /// Every JSON line of the reconciler's log (all but the harness's own markers) is an
+    /// object with no key twice, read strictly (serde_json alone keeps the last of two).
+    fn check_reconciler_log(&self) -> Result<(), E2eError> {
+        let log = self.procs.reconciler.log();
+        let text = std::fs::read_to_string(log)
+            .map_err(E2eError::io(format!("reading {}", log.display())))?;
+        for line in text.lines().filter(|l| !l.starts_with("===== e2e:")) {
+            kubelet_gitops_core::logging::parse_json_line(line).map_err(|message| {
+                E2eError::Unexpected {
+                    what: format!("a line of {}", log.display()),
+                    message,
+                }
+            })?;
+        }
         Ok(())
     }
 

@@ -27,7 +27,8 @@ pub struct NodeArgs {
     /// A file holding the kubelet's flags: kubeadm's kubeadm-flags.env
     /// (KUBELET_KUBEADM_ARGS="..."), a package's /etc/default/kubelet or
     /// /etc/sysconfig/kubelet (KUBELET_EXTRA_ARGS=...), or a plain command line.
-    /// Repeatable; later files win, as in kubeadm's systemd drop-in.
+    /// Repeatable or comma-separated (in the variable too); later files win, as in
+    /// kubeadm's systemd drop-in.
     #[arg(
         long,
         value_name = "FILE",

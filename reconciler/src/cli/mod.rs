@@ -1,7 +1,8 @@
 //! The `kubelet-gitops` command line: argument definitions and dispatch.
 //!
 //! Exit codes are shared by every command: 0 success, 1 the input is invalid (every
-//! problem printed as `file:line: field.path: message`), 2 usage or I/O errors.
+//! problem printed with its file, line, column when known, and field path), 2 usage or I/O
+//! errors, whatever the input's validity.
 //!
 //! Text from the files checked or a repository (paths, fields, values) is printed through
 //! [`kubelet_gitops_core::message`]'s escapes: one problem is one line, whatever it quotes.
@@ -38,8 +39,12 @@ enum Command {
     /// Check KubeletConfiguration files the way the kubelet does: strict decoding, then the
     /// kubelet's defaults and validation rules (with the node's flags, when given).
     ///
-    /// Exits 0 when every file is valid, 1 when any is invalid (each problem printed as
-    /// `file:line: field.path: message`), 2 on usage or I/O errors.
+    /// Exits 0 when every file is valid, 1 when any is invalid, 2 on usage or I/O errors.
+    /// Each problem is printed on stderr as `file:line:column: field.path: message` when
+    /// the file does not decode (a typo, a wrong type, a duplicate key), as
+    /// `file:line: field.path: message` when a decoded value breaks the kubelet's rules
+    /// (the line of the field, or of its nearest ancestor), and as `file: message` when the
+    /// whole file is wrong (empty, not YAML, too large).
     Validate(ValidateArgs),
     /// Print the effective configuration a kubelet would run with: defaults, then FILE,
     /// then drop-ins, then the kubelet's flags. Fields set by a flag are marked.
@@ -55,7 +60,8 @@ enum Command {
     /// on a failure). A commit that does not validate applies nothing.
     ///
     /// Every option can also be set through its KUBELET_GITOPS_* environment variable.
-    /// Serves /metrics, /healthz and /readyz on --admin-addr. Exits 0 on SIGTERM; with
+    /// Serves /metrics, /healthz and /readyz on --admin-addr. Exits 2 at once, before
+    /// anything starts, when an option is wrong (the message names it); 0 on SIGTERM; with
     /// --once, 0 when the commit applied, 1 when it does not validate, 2 on other errors.
     Run(Box<crate::args::RunArgs>),
     /// Print, as Markdown, what merging a revision of the config repository would do:
@@ -66,7 +72,9 @@ enum Command {
     ///
     /// Exits 0 when the head can be applied, 1 when it does not validate (each problem
     /// printed as `file:line:col: field: message`) or two pools of the same priority
-    /// select a node, 2 on usage, git or I/O errors.
+    /// select a node, 2 on usage, git or I/O errors (an unknown --base or --head, a
+    /// missing --nodes file, a cluster that cannot be listed) whether the head validates
+    /// or not: every input is read before the head is rendered.
     Plan(plan::PlanArgs),
     /// Show the whole loop on this machine in under a minute: a simulated cluster of 12
     /// nodes in 3 pools (a stand-in kubelet each), a copy of examples-repo in a git

@@ -69,13 +69,13 @@ pub(super) struct PlanArgs {
     root: String,
     /// Read only the files under the root that match GLOB (relative to the root; `*`
     /// stays within a directory, `**` crosses directories), in addition to the
-    /// settings' `include`. Repeatable. The environment variable holds one glob (use
-    /// `{a,b}` for several).
+    /// settings' `include`. Repeatable; a comma outside `{}` and `[]` separates globs, in
+    /// the flag and in the variable (`a,b` is two globs, `{a,b}` one), as for `run`.
     #[arg(long, value_name = "GLOB", env = "KUBELET_GITOPS_INCLUDE")]
     include: Vec<String>,
     /// Ignore the files under the root that match GLOB, in addition to the settings'
-    /// `exclude`. Repeatable. The environment variable holds one glob (use `{a,b}` for
-    /// several).
+    /// `exclude`. Repeatable; a comma outside `{}` and `[]` separates globs, in the flag
+    /// and in the variable (`a,b` is two globs, `{a,b}` one), as for `run`.
     #[arg(long, value_name = "GLOB", env = "KUBELET_GITOPS_EXCLUDE")]
     exclude: Vec<String>,
 }
@@ -93,16 +93,24 @@ pub(super) fn run(args: PlanArgs) -> Result<(), Failure> {
     } = args;
     let opts = RenderOptions {
         root,
-        include,
-        exclude,
+        include: crate::args::split_globs(&include),
+        exclude: crate::args::split_globs(&exclude),
     };
 
     if let Err(errors) = opts.check() {
         let lines: Vec<String> = errors.iter().map(RepoError::to_string).collect();
         return Err(Failure::Usage(lines.join("\n")));
     }
+    // Every input is read before the head is rendered: a usage or I/O error exits 2
+    // whether the head validates or not.
     let head_src = open(&repo, &head)?;
     let head_id = head_src.info().short_id.clone();
+    let base_src = base.as_deref().map(|rev| open(&repo, rev)).transpose()?;
+    let node_list = match (&nodes, &kubeconfig) {
+        (Some(path), _) => inventory_nodes(path)?,
+        (None, Some(path)) => cluster_nodes(path)?,
+        (None, None) => Vec::new(),
+    };
     let head_repo = match render::render_repo(&head_src, &opts) {
         Ok(r) => r,
         Err(errors) => {
@@ -120,19 +128,12 @@ pub(super) fn run(args: PlanArgs) -> Result<(), Failure> {
     };
 
     let mut notes = Vec::new();
-    let (base_repo, base_id) = match &base {
-        None => (None, None),
-        Some(rev) => {
-            let src = open(&repo, rev)?;
+    let (base_repo, base_id) = match (&base, &base_src) {
+        (Some(rev), Some(src)) => {
             let id = src.info().short_id.clone();
-            (render_base(&src, rev, &id, &opts, &mut notes), Some(id))
+            (render_base(src, rev, &id, &opts, &mut notes), Some(id))
         }
-    };
-
-    let node_list = match (&nodes, &kubeconfig) {
-        (Some(path), _) => inventory_nodes(path)?,
-        (None, Some(path)) => cluster_nodes(path)?,
-        (None, None) => Vec::new(),
+        _ => (None, None),
     };
 
     let mut p = plan::plan(base_repo.as_ref(), &head_repo, &node_list);

@@ -48,6 +48,12 @@ pub fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // The git cache is created (or reopened) now, so that a --cache-dir that cannot be
+    // used stops the process at once instead of failing every poll.
+    if let Err(e) = crate::git::GitRepo::open(config.git.clone()) {
+        eprintln!("error: --cache-dir: {}", error_chain(&e));
+        return ExitCode::from(2);
+    }
     let runtime = match inputs::runtime() {
         Ok(rt) => rt,
         Err(code) => return code,

@@ -492,7 +492,7 @@ impl Reconciler {
                         for f in &r.failed {
                             tracing::error!(
                                 pool = %r.pool,
-                                target = %r.target,
+                                configmap = %r.target,
                                 node = %f.node,
                                 state = %f.state,
                                 agent_message = f.message.as_deref().unwrap_or(""),
@@ -502,16 +502,16 @@ impl Reconciler {
                     }
                     PoolPhase::Complete => tracing::info!(
                         pool = %r.pool,
-                        target = %r.target,
+                        configmap = %r.target,
                         nodes = r.nodes,
                         "rollout complete"
                     ),
                     PoolPhase::Paused => {
-                        tracing::info!(pool = %r.pool, target = %r.target, "rollout paused")
+                        tracing::info!(pool = %r.pool, configmap = %r.target, "rollout paused")
                     }
                     PoolPhase::Progressing | PoolPhase::Empty => tracing::debug!(
                         pool = %r.pool,
-                        target = %r.target,
+                        configmap = %r.target,
                         phase = %r.phase,
                         "rollout phase"
                     ),

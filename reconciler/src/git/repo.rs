@@ -11,7 +11,7 @@ use git2::{
 use tracing::{debug, instrument};
 
 use super::known_hosts::{HostKeyCheck, KnownHosts, PresentedKey, key_type_name};
-use super::url::RemoteUrl;
+use super::url::{RemoteUrl, is_plain_http};
 use super::{CommitSource, GitError};
 
 /// Where the config repository lives and how to reach it.
@@ -43,6 +43,10 @@ pub enum GitAuth {
         username: String,
         /// A file holding the token (trailing whitespace is ignored).
         token_file: PathBuf,
+        /// Whether the token may be sent over plain `http://`, unencrypted
+        /// (`--allow-insecure-http`). Without it an `http://` URL is refused before any
+        /// fetch, and so is any `http://` URL libgit2 asks credentials for.
+        allow_insecure_http: bool,
     },
     /// SSH with a private key; the server's host key must be in `known_hosts_file`.
     Ssh {
@@ -109,21 +113,33 @@ pub fn cached_head(config: &GitConfig) -> Option<String> {
         .map(|oid| oid.to_string())
 }
 
-impl GitRepo {
-    /// Checks the configuration and opens (or creates) the bare cache repository. Does not
-    /// touch the network.
-    pub fn open(config: GitConfig) -> Result<GitRepo, GitError> {
-        let url = RemoteUrl::parse(&config.url)?;
-        check_auth_fits(&config, &url)?;
-        let branch_ref = format!("refs/heads/{}", config.branch);
-        if config.branch.is_empty() || !git2::Reference::is_valid_name(&branch_ref) {
+impl GitConfig {
+    /// Checks the configuration alone, without touching the disk or the network: the URL
+    /// (scheme, host, no credentials in it), the authentication it allows (a token only
+    /// over https unless allowed over http, an SSH key only for SSH), the branch name and
+    /// the extra refspecs. `run` calls it at start; [`GitRepo::open`] calls it too.
+    pub fn check(&self) -> Result<(), GitError> {
+        let url = RemoteUrl::parse(&self.url)?;
+        check_auth_fits(self, &url)?;
+        let branch_ref = format!("refs/heads/{}", self.branch);
+        if self.branch.is_empty() || !git2::Reference::is_valid_name(&branch_ref) {
             return Err(GitError::BadBranch {
-                branch: config.branch.clone(),
+                branch: self.branch.clone(),
             });
         }
-        for spec in &config.extra_refspecs {
+        for spec in &self.extra_refspecs {
             check_refspec(spec)?;
         }
+        Ok(())
+    }
+}
+
+impl GitRepo {
+    /// Checks the configuration ([`GitConfig::check`]) and opens (or creates) the bare
+    /// cache repository. Does not touch the network.
+    pub fn open(config: GitConfig) -> Result<GitRepo, GitError> {
+        config.check()?;
+        let url = RemoteUrl::parse(&config.url)?;
         let cache = &config.cache_dir;
         let cache_error = |source| GitError::Cache {
             path: cache.clone(),
@@ -216,8 +232,8 @@ impl GitRepo {
             let mut callbacks = RemoteCallbacks::new();
             let mut asked = 0u32;
             let (config, url, failure_ref) = (&self.config, &self.url, &failure);
-            callbacks.credentials(move |_url, url_user, allowed| {
-                credentials(config, url_user, allowed, &mut asked).map_err(|e| {
+            callbacks.credentials(move |asking_url, url_user, allowed| {
+                credentials(config, asking_url, url_user, allowed, &mut asked).map_err(|e| {
                     let message = e.to_string();
                     failure_ref.borrow_mut().get_or_insert(e);
                     git2::Error::from_str(&message)
@@ -349,9 +365,15 @@ pub fn remote_callbacks(config: &GitConfig) -> RemoteCallbacks<'static> {
     let credential_config = config.clone();
     let mut asked = 0u32;
     let mut callbacks = RemoteCallbacks::new();
-    callbacks.credentials(move |_url, url_user, allowed| {
-        credentials(&credential_config, url_user, allowed, &mut asked)
-            .map_err(|e| git2::Error::from_str(&e.to_string()))
+    callbacks.credentials(move |asking_url, url_user, allowed| {
+        credentials(
+            &credential_config,
+            asking_url,
+            url_user,
+            allowed,
+            &mut asked,
+        )
+        .map_err(|e| git2::Error::from_str(&e.to_string()))
     });
     callbacks.certificate_check(move |cert, _host| match cert.as_hostkey() {
         None => Ok(CertificateCheckStatus::CertificatePassthrough),
@@ -364,10 +386,15 @@ pub fn remote_callbacks(config: &GitConfig) -> RemoteCallbacks<'static> {
     callbacks
 }
 
-/// A token for an ssh URL (or a key for an https one) is a configuration mistake.
+/// The reason a token must not go over plain http, for messages.
+const PLAIN_HTTP_TOKEN: &str = "a token would be sent unencrypted over plain http://: \
+     use an https:// URL, or give --allow-insecure-http to send it anyway";
+
+/// A token for an ssh URL (or a key for an https one) is a configuration mistake, and so
+/// is a token over plain http unless allowed.
 fn check_auth_fits(config: &GitConfig, url: &RemoteUrl) -> Result<(), GitError> {
     let bad = |reason: &str| GitError::BadUrl {
-        url: config.url.clone(),
+        url: super::url::redact(&config.url),
         reason: reason.to_string(),
     };
     match (url, &config.auth) {
@@ -376,7 +403,14 @@ fn check_auth_fits(config: &GitConfig, url: &RemoteUrl) -> Result<(), GitError> 
             Err(bad("an SSH URL needs an SSH key and a known_hosts file"))
         }
         (_, GitAuth::Ssh { .. }) => Err(bad("an SSH key is configured but the URL is not SSH")),
-        (RemoteUrl::Http, _) | (_, GitAuth::None) => Ok(()),
+        (
+            RemoteUrl::Http { tls: false },
+            GitAuth::Token {
+                allow_insecure_http: false,
+                ..
+            },
+        ) => Err(bad(PLAIN_HTTP_TOKEN)),
+        (RemoteUrl::Http { .. }, _) | (_, GitAuth::None) => Ok(()),
         (RemoteUrl::Git | RemoteUrl::Local { .. }, GitAuth::Token { .. }) => {
             Err(bad("a token is configured but the URL is not http(s)"))
         }
@@ -416,6 +450,7 @@ fn configured_username(auth: &GitAuth) -> &str {
 /// secret means the remote rejected the first, so it ends there instead of looping.
 fn credentials(
     config: &GitConfig,
+    asking_url: &str,
     url_user: Option<&str>,
     allowed: CredentialType,
     asked: &mut u32,
@@ -433,7 +468,15 @@ fn credentials(
         GitAuth::Token {
             username,
             token_file,
+            allow_insecure_http,
         } if allowed.contains(CredentialType::USER_PASS_PLAINTEXT) => {
+            // The URL asking may not be the configured one (a redirect).
+            if !allow_insecure_http && is_plain_http(asking_url) {
+                return Err(GitError::BadUrl {
+                    url: super::url::redact(asking_url),
+                    reason: PLAIN_HTTP_TOKEN.to_string(),
+                });
+            }
             *asked += 1;
             if *asked > 1 {
                 return Err(auth_error("the remote rejected the token"));
@@ -593,13 +636,26 @@ mod tests {
             GitAuth::Token {
                 username: "bot".into(),
                 token_file: token_file.clone(),
+                allow_insecure_http: false,
             },
         );
         let mut asked = 0;
-        let cred = credentials(&cfg, None, CredentialType::USER_PASS_PLAINTEXT, &mut asked);
+        let cred = credentials(
+            &cfg,
+            &cfg.url,
+            None,
+            CredentialType::USER_PASS_PLAINTEXT,
+            &mut asked,
+        );
         assert!(cred.is_ok(), "{:?}", cred.err());
         // Within one fetch, being asked again means the token was rejected.
-        match credentials(&cfg, None, CredentialType::USER_PASS_PLAINTEXT, &mut asked) {
+        match credentials(
+            &cfg,
+            &cfg.url,
+            None,
+            CredentialType::USER_PASS_PLAINTEXT,
+            &mut asked,
+        ) {
             Err(GitError::Auth {
                 username, message, ..
             }) => {
@@ -612,7 +668,13 @@ mod tests {
         // A missing token file is named, and its content never appears in errors.
         std::fs::remove_file(&token_file).expect("rm");
         let mut asked = 0;
-        match credentials(&cfg, None, CredentialType::USER_PASS_PLAINTEXT, &mut asked) {
+        match credentials(
+            &cfg,
+            &cfg.url,
+            None,
+            CredentialType::USER_PASS_PLAINTEXT,
+            &mut asked,
+        ) {
             Err(e @ GitError::CredentialFile { .. }) => {
                 assert!(e.to_string().contains("token file"), "{e}");
                 assert!(e.is_retryable());
@@ -626,8 +688,13 @@ mod tests {
     fn no_credentials_configured_is_an_auth_error() {
         let cfg = config("https://git.example/r.git", GitAuth::None);
         let mut asked = 0;
-        let Err(err) = credentials(&cfg, None, CredentialType::USER_PASS_PLAINTEXT, &mut asked)
-        else {
+        let Err(err) = credentials(
+            &cfg,
+            &cfg.url,
+            None,
+            CredentialType::USER_PASS_PLAINTEXT,
+            &mut asked,
+        ) else {
             panic!("credentials offered with none configured");
         };
         assert!(matches!(err, GitError::Auth { .. }), "{err:?}");
@@ -646,9 +713,24 @@ mod tests {
             },
         );
         let mut asked = 0;
-        assert!(credentials(&cfg, Some("deploy"), CredentialType::USERNAME, &mut asked).is_ok());
+        assert!(
+            credentials(
+                &cfg,
+                &cfg.url,
+                Some("deploy"),
+                CredentialType::USERNAME,
+                &mut asked
+            )
+            .is_ok()
+        );
         assert_eq!(asked, 0, "a username request is not a key attempt");
-        match credentials(&cfg, Some("deploy"), CredentialType::SSH_KEY, &mut asked) {
+        match credentials(
+            &cfg,
+            &cfg.url,
+            Some("deploy"),
+            CredentialType::SSH_KEY,
+            &mut asked,
+        ) {
             Err(GitError::CredentialFile { what, path, .. }) => {
                 assert_eq!(what, "SSH key");
                 assert_eq!(path, tmp.path().join("missing-key"));
@@ -706,6 +788,7 @@ mod tests {
         let token = GitAuth::Token {
             username: "u".into(),
             token_file: tmp.path().join("t"),
+            allow_insecure_http: false,
         };
         let ssh = GitAuth::Ssh {
             username: "git".into(),
@@ -721,7 +804,14 @@ mod tests {
                 "SSH URL needs",
             ),
             ("https://h/r", ssh.clone(), "main", vec![], "not SSH"),
-            ("file:///r", token, "main", vec![], "not http"),
+            ("file:///r", token.clone(), "main", vec![], "not http"),
+            (
+                "http://h/r",
+                token.clone(),
+                "main",
+                vec![],
+                "unencrypted over plain http://",
+            ),
             (
                 "https://h/r",
                 GitAuth::None,
@@ -756,6 +846,68 @@ mod tests {
         assert!(
             !tmp.path().join("cache").exists(),
             "nothing created for a bad config"
+        );
+    }
+
+    #[test]
+    fn a_token_goes_over_plain_http_only_when_allowed() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let token_file = tmp.path().join("token");
+        std::fs::write(&token_file, "s3cret\n").expect("write");
+        let token = |allow_insecure_http| GitAuth::Token {
+            username: "bot".into(),
+            token_file: token_file.clone(),
+            allow_insecure_http,
+        };
+        // Refused at the check, before anything is created.
+        let err = config("http://git.example/r.git", token(false))
+            .check()
+            .expect_err("plain http with a token");
+        assert_eq!(
+            err.to_string(),
+            "invalid git URL \"http://git.example/r.git\": a token would be sent unencrypted \
+             over plain http://: use an https:// URL, or give --allow-insecure-http to send it \
+             anyway"
+        );
+        assert!(!err.is_retryable());
+        config("http://git.example/r.git", token(true))
+            .check()
+            .expect("allowed explicitly");
+        config("https://git.example/r.git", token(false))
+            .check()
+            .expect("https");
+        config("http://git.example/r.git", GitAuth::None)
+            .check()
+            .expect("no token, nothing to protect");
+
+        // An https remote that redirects to http is refused the token too.
+        let https = config("https://git.example/r.git", token(false));
+        let mut asked = 0;
+        match credentials(
+            &https,
+            "HTTP://mirror.example/r.git",
+            None,
+            CredentialType::USER_PASS_PLAINTEXT,
+            &mut asked,
+        ) {
+            Err(e @ GitError::BadUrl { .. }) => {
+                assert!(e.to_string().contains("--allow-insecure-http"), "{e}");
+                assert!(!e.to_string().contains("s3cret"), "{e}");
+            }
+            Err(other) => panic!("{other:?}"),
+            Ok(_) => panic!("the token was offered to a plain http URL"),
+        }
+        let allowed = config("https://git.example/r.git", token(true));
+        let mut asked = 0;
+        assert!(
+            credentials(
+                &allowed,
+                "http://mirror.example/r.git",
+                None,
+                CredentialType::USER_PASS_PLAINTEXT,
+                &mut asked,
+            )
+            .is_ok()
         );
     }
 }

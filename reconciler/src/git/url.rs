@@ -7,8 +7,8 @@ use super::GitError;
 /// A remote URL, classified.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum RemoteUrl {
-    /// `https://host/path` or `http://host/path`.
-    Http,
+    /// `https://host/path` (`tls`) or `http://host/path` (plain, unencrypted).
+    Http { tls: bool },
     /// `ssh://[user@]host[:port]/path` or scp-like `[user@]host:path`.
     Ssh {
         user: Option<String>,
@@ -37,19 +37,23 @@ impl RemoteUrl {
             return Err(bad("contains whitespace or control characters"));
         }
         if let Some((scheme, rest)) = url.split_once("://") {
-            return match scheme.to_ascii_lowercase().as_str() {
+            let scheme = scheme.to_ascii_lowercase();
+            return match scheme.as_str() {
                 "https" | "http" => {
-                    let authority = rest.split('/').next().unwrap_or_default();
+                    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
                     let host = authority.rsplit('@').next().unwrap_or_default();
                     if host.is_empty() {
                         return Err(bad("no host"));
                     }
                     if authority.contains('@') {
                         return Err(bad(
-                            "credentials in the URL are not allowed: use a token file",
+                            "credentials in the URL are not allowed: put the token in \
+                             --token-file (and the user in --git-username)",
                         ));
                     }
-                    Ok(RemoteUrl::Http)
+                    Ok(RemoteUrl::Http {
+                        tls: scheme == "https",
+                    })
                 }
                 "ssh" | "git+ssh" | "ssh+git" => {
                     let authority = rest.split('/').next().unwrap_or_default();
@@ -108,14 +112,21 @@ impl RemoteUrl {
 }
 
 /// `url` with any `user:password@` of a `scheme://` URL replaced by `***@`, for messages.
-pub(crate) fn redact(url: &str) -> String {
+pub fn redact(url: &str) -> String {
     if let Some((scheme, rest)) = url.split_once("://") {
-        let end = rest.find('/').unwrap_or(rest.len());
+        let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
         if let Some(at) = rest[..end].rfind('@') {
             return format!("{scheme}://***@{}", &rest[at + 1..]);
         }
     }
     url.to_string()
+}
+
+/// Whether `url` is a plain-text `http://` URL (any case), over which a token must not go
+/// unless allowed (`--allow-insecure-http`).
+pub fn is_plain_http(url: &str) -> bool {
+    url.get(..7)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("http://"))
 }
 
 /// `host`, `host:port`, `[v6]` or `[v6]:port`.
@@ -149,8 +160,12 @@ mod tests {
     #[test]
     fn classifies_transports() {
         let cases = [
-            ("https://github.com/o/r.git", RemoteUrl::Http),
-            ("http://127.0.0.1:8080/r.git", RemoteUrl::Http),
+            ("https://github.com/o/r.git", RemoteUrl::Http { tls: true }),
+            ("HTTPS://github.com/o/r.git", RemoteUrl::Http { tls: true }),
+            (
+                "http://127.0.0.1:8080/r.git",
+                RemoteUrl::Http { tls: false },
+            ),
             (
                 "ssh://git@github.com/o/r.git",
                 ssh(Some("git"), "github.com", 22),
@@ -187,7 +202,8 @@ mod tests {
             ("", "empty"),
             ("ftp://host/r", "unsupported scheme"),
             ("https:///r", "no host"),
-            ("https://user:secret@host/r", "token file"),
+            ("https://user:secret@host/r", "--token-file"),
+            ("http://secret@host/r", "--token-file"),
             ("ssh://host:notaport/r", "port"),
             ("relative/path", "not a URL"),
             ("https://host/r with space", "whitespace"),

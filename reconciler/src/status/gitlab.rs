@@ -141,7 +141,7 @@ impl GitLab {
                     forge = FORGE,
                     sha = %status.sha,
                     context = %status.context,
-                    message,
+                    forge_message = %message,
                     "GitLab keeps the status it has until the state changes"
                 );
                 Ok(())

@@ -863,6 +863,8 @@ async fn https_style_token_auth_against_git_http_backend() {
         auth: GitAuth::Token {
             username: "bot".into(),
             token_file: token_file.clone(),
+            // The test's server is plain http on loopback.
+            allow_insecure_http: true,
         },
         cache_dir: remote.root.join("cache"),
         extra_refspecs: vec![],

@@ -355,6 +355,76 @@ fn usage_and_git_errors_exit_2() {
 }
 
 #[test]
+fn usage_and_io_errors_exit_2_even_when_the_head_is_invalid() {
+    let repo = Repo::new("");
+    repo.edit("pools/gpu.yaml", "    maxPods: 64", "    maxPod: 64");
+    repo.commit("broken");
+    let inv = inventory();
+    let out = plan(&repo, &["--nodes", inv.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let unreachable = tempfile::tempdir().unwrap();
+    let kubeconfig = unreachable.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'http://127.0.0.1:1'}}]\ncontexts: [{name: x, context: {cluster: c}}]\ncurrent-context: x\n",
+    )
+    .unwrap();
+    for (args, want) in [
+        (
+            vec!["--nodes", "/no/inventory.yaml"],
+            "/no/inventory.yaml".to_string(),
+        ),
+        (
+            vec!["--kubeconfig", kubeconfig.to_str().unwrap()],
+            "cannot list the nodes".into(),
+        ),
+    ] {
+        let out = plan(&repo, &args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(&want), "{args:?}: {err}");
+        assert!(!err.contains("does not validate"), "{args:?}: {err}");
+    }
+    let out = bin()
+        .args(["plan", "--repo", repo.path_str(), "--base", "v9"])
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("v9"), "{err}");
+}
+
+#[test]
+fn a_comma_separates_globs_in_plan_as_in_run() {
+    let repo = Repo::new("");
+    repo.write("pools/draft.yaml", "not: a pool\n");
+    repo.write("pools/wip.yaml", "not: a pool either\n");
+    repo.commit("two drafts");
+    // `a,b` is two globs, in the flag and in the variable; `{a,b}` is one.
+    for (flag, env) in [
+        (Some("pools/draft.yaml,pools/wip.yaml"), None),
+        (None, Some("pools/draft.yaml,pools/wip.yaml")),
+        (None, Some("pools/{draft,wip}.yaml")),
+        (Some("pools/{draft,wip}.yaml,base/none.yaml"), None),
+    ] {
+        let mut cmd = bin();
+        cmd.args(["plan", "--repo", repo.path_str(), "--base", "HEAD~1"]);
+        if let Some(globs) = flag {
+            cmd.args(["--exclude", globs]);
+        }
+        if let Some(globs) = env {
+            cmd.env("KUBELET_GITOPS_EXCLUDE", globs);
+        }
+        let out = cmd.output().unwrap();
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{flag:?} {env:?}: {err}");
+    }
+    let out = plan(&repo, &["--exclude", "pools/draft.yaml"]);
+    assert_eq!(out.status.code(), Some(1), "the other draft is still read");
+    assert!(text(&out.stderr).contains("pools/wip.yaml"));
+}
+
+#[test]
 fn a_first_commit_plans_against_nothing() {
     let repo = Repo::new("");
     let out = bin()

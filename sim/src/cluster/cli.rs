@@ -6,6 +6,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Args as ClapArgs, Parser, Subcommand};
 use kubelet_gitops_core::inventory::Inventory;
+use kubelet_gitops_core::logging::{self, LogFormat, LogOutput};
 
 use super::{Sim, SimConfig};
 use crate::faults::FaultConfig;
@@ -16,6 +17,16 @@ use crate::kubelet::{self, KubeletOptions, ProcessOptions};
 #[derive(Debug, Parser)]
 #[command(name = "kubelet-gitops-sim", version)]
 pub struct Args {
+    /// How log lines are written to stderr: `text`, or `json` (one object per line). The
+    /// filter is `RUST_LOG` (EnvFilter syntax; default `warn`).
+    #[arg(
+        long,
+        value_enum,
+        global = true,
+        env = "KUBELET_GITOPS_SIM_LOG_FORMAT",
+        default_value = "text"
+    )]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -64,8 +75,10 @@ struct ServeArgs {
     /// Where to write the kubeconfig that points kubectl and kube-rs at the server.
     #[arg(long, env = "KUBELET_GITOPS_SIM_KUBECONFIG_OUT")]
     kubeconfig_out: PathBuf,
-    /// Where the node root directories go (`<workdir>/nodes/<name>/`). Default: a new
-    /// directory under the system temp dir. Files already there are kept.
+    /// Where the node root directories go (`<workdir>/nodes/<name>/`). Files already
+    /// there are kept, and so is the directory at the end. Default: a new directory
+    /// under the system temp dir ($TMPDIR), removed when `serve` ends on SIGINT or
+    /// SIGTERM.
     #[arg(long, env = "KUBELET_GITOPS_SIM_WORKDIR")]
     workdir: Option<PathBuf>,
     /// Register the Nodes (Ready) but run no stand-in kubelets and lay out no node roots.
@@ -231,21 +244,21 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("duration {s:?} must not be negative"))
 }
 
-/// Logs to stderr, filtered by `RUST_LOG` (default, and when it does not parse: warnings).
-fn init_tracing() {
-    use kubelet_gitops_core::logging::{self, LogFormat, LogOutput};
+/// Logs to stderr in `format`, filtered by `RUST_LOG` (default, and when it does not
+/// parse: warnings).
+fn init_tracing(format: LogFormat) {
     let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".to_string());
     if let Err(logging::LoggingError::Filter { .. }) =
-        logging::init(LogFormat::Text, &filter, LogOutput::Stderr)
+        logging::init(format, &filter, LogOutput::Stderr)
     {
-        let _ = logging::init(LogFormat::Text, "warn", LogOutput::Stderr);
+        let _ = logging::init(format, "warn", LogOutput::Stderr);
     }
 }
 
 impl Args {
     /// Runs the command.
     pub async fn run(self) -> anyhow::Result<()> {
-        init_tracing();
+        init_tracing(self.log_format);
         match self.command {
             Command::Serve(a) => serve(a).await,
             Command::RestartKubelet(a) => {
@@ -312,12 +325,22 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
         (None, None) => anyhow::bail!("give --nodes INVENTORY.yaml or --generate-nodes N"),
     };
-    let workdir = match workdir {
-        Some(w) => w,
-        None => std::env::temp_dir().join(format!("kubelet-gitops-sim-{}", std::process::id())),
+    // The signals are caught from here on, so that one arriving while the cluster starts
+    // still ends it cleanly (and removes a temporary work directory).
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let (workdir, _temporary) = match workdir {
+        Some(w) => {
+            let w =
+                std::path::absolute(&w).with_context(|| format!("resolving {}", w.display()))?;
+            (w, None)
+        }
+        None => {
+            let temporary = TempWorkdir::create()?;
+            (temporary.0.clone(), Some(temporary))
+        }
     };
-    let workdir = std::path::absolute(&workdir)
-        .with_context(|| format!("resolving {}", workdir.display()))?;
     let options = host.options();
     let mut config = SimConfig::new(inventory, workdir);
     config.faults = faults.config()?;
@@ -349,11 +372,51 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     use std::io::Write as _;
     let _ = std::io::stdout().flush();
 
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
+        _ = interrupt.recv() => {}
         _ = term.recv() => {}
     }
     sim.shutdown().await;
+    // `_temporary`, dropped here (or on any error above), removes the directory.
     Ok(())
+}
+
+/// The work directory `serve` made for itself under the system temp dir, removed with
+/// everything in it when dropped.
+#[derive(Debug)]
+struct TempWorkdir(PathBuf);
+
+impl TempWorkdir {
+    /// A new, empty `kubelet-gitops-sim-<pid>-<n>` under the system temp dir.
+    fn create() -> anyhow::Result<TempWorkdir> {
+        let parent = std::path::absolute(std::env::temp_dir())?;
+        for n in 0u32.. {
+            let dir = parent.join(format!("kubelet-gitops-sim-{}-{n}", std::process::id()));
+            match std::fs::create_dir(&dir) {
+                Ok(()) => return Ok(TempWorkdir(dir)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => {
+                    return Err(e).with_context(|| format!("creating {}", dir.display()));
+                }
+            }
+        }
+        anyhow::bail!(
+            "no free name for a work directory under {}",
+            parent.display()
+        )
+    }
+}
+
+impl Drop for TempWorkdir {
+    fn drop(&mut self) {
+        match std::fs::remove_dir_all(&self.0) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => tracing::warn!(
+                workdir = %self.0.display(),
+                error = %e,
+                "cannot remove the temporary work directory"
+            ),
+        }
+    }
 }

@@ -12,3 +12,4 @@ mod kubectl_nodes;
 mod kubelet_control;
 mod kubelet_lifecycle;
 mod nodes_cluster;
+mod serve_cli;

@@ -50,7 +50,7 @@ impl Driver {
             &a.checkpoint.sha256,
             &a.checkpoint.config.to_string(),
         );
-        warn!(%message, "drift");
+        warn!(detail = %message, "drift");
         self.reporter
             .event(node, EventType::Warning, event_reason::DRIFT, &message)
             .await;

@@ -67,7 +67,7 @@ impl Driver {
         let view = self.assignment_view(a, node.and_then(|n| n.metadata.uid.as_deref()));
         if let Some(f) = &view.failed {
             let message = plan::rollback_failed_message(f, &view, &reason);
-            error!(failed = %f.config, fallback = %view.config, %message, "the fallback failed too");
+            error!(failed = %f.config, fallback = %view.config, detail = %message, "the fallback failed too");
             self.event_best_effort(
                 node,
                 EventType::Warning,
