@@ -22,7 +22,8 @@
 //! lets through go to the writer as one round ([`StatusWriter::post_all`]): the forges get
 //! one request per status, git notes one notes commit and one fetch and push for the
 //! whole round. The writer posts only what changed and keeps undelivered statuses in its
-//! outbox, which the reporter flushes every `redeliver_interval`.
+//! outbox, which the reporter flushes every `redeliver_interval`, and as soon as a hold
+//! of the forge (a rate limit, a refused token) ends.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -185,13 +186,16 @@ impl StatusReporter {
         loop {
             let state = sync.borrow_and_update().clone();
             let deferred = self.round(&state, false).await;
-            let wake = deferred.map_or(next_flush, |d| d.min(next_flush));
+            // The forge's hold ends: what waits goes out then, not up to an interval later.
+            let hold_ends = self.writer.held_until();
+            let flush_at = hold_ends.map_or(next_flush, |h| h.min(next_flush));
+            let wake = deferred.map_or(flush_at, |d| d.min(flush_at));
             tokio::select! {
                 biased;
                 () = stop.cancelled() => break,
                 changed = sync.changed() => if changed.is_err() { break },
                 () = tokio::time::sleep_until(wake.into()) => {
-                    if Instant::now() >= next_flush {
+                    if Instant::now() >= flush_at {
                         self.flush().await;
                         next_flush = Instant::now() + self.redeliver_interval;
                     }
@@ -591,6 +595,7 @@ mod tests {
                 initial: Duration::from_millis(1),
                 max_delay: Duration::from_millis(1),
                 max_wait: Duration::from_millis(1),
+                ..status::RetryPolicy::default()
             },
             redeliver_interval: Duration::from_millis(10),
             ..StatusConfig::default()
