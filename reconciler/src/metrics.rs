@@ -615,9 +615,9 @@ mod tests {
         assert!(text.contains("kubelet_gitops_status_posts_total{result=\"ok\"} 1"));
         assert!(text.contains("kubelet_gitops_status_posts_total{result=\"queued\"} 1"));
         assert!(text.contains("kubelet_gitops_status_outbox 2"));
-        assert!(text.contains(
-            "kubelet_gitops_status_forge_refusals_total{reason=\"unauthorized\"} 1"
-        ));
+        assert!(
+            text.contains("kubelet_gitops_status_forge_refusals_total{reason=\"unauthorized\"} 1")
+        );
         assert!(text.contains("kubelet_gitops_reviews_total{result=\"planned\"} 1"));
         assert!(text.contains("kubelet_gitops_reconciles_total{result=\"error\"} 1"));
         assert!(text.contains("kubelet_gitops_reconcile_duration_seconds_count 2"));

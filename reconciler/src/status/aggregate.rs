@@ -34,7 +34,12 @@ use crate::rollout::{PoolPhase, PoolReport};
 /// new nodes, shows as rolling out.)
 pub fn pool_status(sha: &str, report: &PoolReport, limit: usize) -> CommitStatus {
     let (state, parts) = pool_parts(report, false);
-    CommitStatus::new(sha, pool_context(&report.pool), state, compose(&parts, limit))
+    CommitStatus::new(
+        sha,
+        pool_context(&report.pool),
+        state,
+        compose(&parts, limit),
+    )
 }
 
 /// The state of a pool's status and its description's parts. `in_summary`: the parts
@@ -75,12 +80,7 @@ fn pool_parts(report: &PoolReport, in_summary: bool) -> (StatusState, Vec<Part>)
 /// `<node> <outcome>: <the kubelet's reason> (<n> failed; <done>/<nodes> nodes on
 /// <config>)`: the node, what became of it and the count stay; the reason is shortened
 /// before it is cut; the ConfigMap's name gives way first.
-fn failure_parts(
-    report: &PoolReport,
-    progress: &str,
-    config: &str,
-    in_summary: bool,
-) -> Vec<Part> {
+fn failure_parts(report: &PoolReport, progress: &str, config: &str, in_summary: bool) -> Vec<Part> {
     let first = &report.failed[0];
     let message = first.message.as_deref().unwrap_or_default();
     let outcome = match first.state {
@@ -203,7 +203,10 @@ pub fn summary_status(sha: &str, summary: &Summary<'_>, limit: usize) -> CommitS
             .iter()
             .map(|(commit, pools)| format!("{} (from {commit})", pools.join(", ")))
             .collect();
-        parts.push(Part::detail(0, format!("; unchanged: {}", groups.join(", "))));
+        parts.push(Part::detail(
+            0,
+            format!("; unchanged: {}", groups.join(", ")),
+        ));
     }
     if summary.left_alone > 0 {
         parts.push(Part::fixed(format!(
@@ -414,9 +417,14 @@ mod tests {
         gpu.target = ConfigRef::configmap("kubelet-gitops", "kubelet-gpu-mbd75dgm4h");
         let s = pool_status(SHA, &gpu, 140);
         assert!(s.description.chars().count() <= 140, "{}", s.description);
-        assert!(s.description.starts_with("gpu-1 rolled back: "), "{}", s.description);
         assert!(
-            s.description.contains("failed to create \"/gpu.slice/…\" cgroup"),
+            s.description.starts_with("gpu-1 rolled back: "),
+            "{}",
+            s.description
+        );
+        assert!(
+            s.description
+                .contains("failed to create \"/gpu.slice/…\" cgroup"),
             "{}",
             s.description
         );
@@ -466,7 +474,8 @@ mod tests {
         );
         let s = summary_status(SHA, &summary, 1024);
         assert!(
-            s.description.ends_with("; unchanged: general, high-memory (from 7c1d0e2)"),
+            s.description
+                .ends_with("; unchanged: general, high-memory (from 7c1d0e2)"),
             "{}",
             s.description
         );
@@ -475,13 +484,24 @@ mod tests {
     #[test]
     fn a_long_first_error_keeps_the_count_of_the_others() {
         let errors = vec![
-            format!("pools/gpu.yaml:12:5: spec.kubelet.featureGates: unknown feature gate \"{}\"", "X".repeat(150)),
+            format!(
+                "pools/gpu.yaml:12:5: spec.kubelet.featureGates: unknown feature gate \"{}\"",
+                "X".repeat(150)
+            ),
             "pools/cpu.yaml:3: evictionHard: invalid quantity".to_string(),
         ];
         let s = &invalid_commit_status(SHA, &errors, 140)[0];
         assert_eq!(s.description.chars().count(), 140, "{}", s.description);
-        assert!(s.description.starts_with("pools/gpu.yaml:12:5: spec.kubelet.featureGates: unknown feature gate"));
-        assert!(s.description.ends_with("… (+1 more error)"), "{}", s.description);
+        assert!(
+            s.description.starts_with(
+                "pools/gpu.yaml:12:5: spec.kubelet.featureGates: unknown feature gate"
+            )
+        );
+        assert!(
+            s.description.ends_with("… (+1 more error)"),
+            "{}",
+            s.description
+        );
     }
 
     #[test]

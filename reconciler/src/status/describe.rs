@@ -142,7 +142,11 @@ pub fn compose(parts: &[Part], limit: usize) -> String {
             }
         }
     }
-    let text: String = forms.iter().zip(&pick).map(|(f, &i)| f[i].as_str()).collect();
+    let text: String = forms
+        .iter()
+        .zip(&pick)
+        .map(|(f, &i)| f[i].as_str())
+        .collect();
     message::truncate(&text, Limit::Chars(limit), ELLIPSIS)
 }
 
@@ -405,7 +409,9 @@ mod tests {
             "failed to validate config: /var/lib/kubelet/config.yaml: enforceNodeAllocatable: [pods] requires cgroupsPerQOS (value set by the kubelet flag --cgroups-per-qos=false)"
         );
         assert_eq!(
-            node_reason("failed to sync: failed to download config: GET https://10.96.0.1/api/v1/namespaces/kubelet-gitops/configmaps/kubelet-a-1: 403 Forbidden"),
+            node_reason(
+                "failed to sync: failed to download config: GET https://10.96.0.1/api/v1/namespaces/kubelet-gitops/configmaps/kubelet-a-1: 403 Forbidden"
+            ),
             "failed to sync: failed to download config: GET: 403 Forbidden"
         );
         assert_eq!(node_reason("  "), "no message from the node agent");
@@ -491,7 +497,10 @@ mod tests {
             "3 pools: 1 failed, 2 done; gpu: gpu-1 rolled back: Failed to start ContainerManager: failed to create \"/gpu.slice/…\" cgroup: Not a directory (os error 20) (1 failed; 0/3 nodes on kubelet-gpu-mbd75dgm4h); unchanged: general, high-memory (from 7c1d0e2)"
         );
         let notes = compose(&parts, 1024);
-        assert!(notes.contains("\"/gpu.slice/gpu-kubepods.slice\""), "{notes}");
+        assert!(
+            notes.contains("\"/gpu.slice/gpu-kubepods.slice\""),
+            "{notes}"
+        );
     }
 
     #[test]

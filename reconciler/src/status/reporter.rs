@@ -438,7 +438,12 @@ mod tests {
             }],
             ..SyncState::default()
         };
-        let summary = find(&commit_statuses(&state, None, NO_LIMIT), NEW, "kubelet-gitops").clone();
+        let summary = find(
+            &commit_statuses(&state, None, NO_LIMIT),
+            NEW,
+            "kubelet-gitops",
+        )
+        .clone();
         assert_eq!(summary.state, StatusState::Failure);
         assert!(
             summary

@@ -102,7 +102,12 @@ impl RetryPolicy {
     /// holds every request to the forge: the wait the forge asked for when it named one
     /// (`Retry-After`, a rate-limit reset), otherwise the kind's first wait doubled for
     /// each further strike, up to its maximum. `None` for the other kinds.
-    pub fn hold(&self, kind: FailureKind, strike: u32, asked: Option<Duration>) -> Option<Duration> {
+    pub fn hold(
+        &self,
+        kind: FailureKind,
+        strike: u32,
+        asked: Option<Duration>,
+    ) -> Option<Duration> {
         let (first, max) = match kind {
             FailureKind::RateLimited => {
                 if let Some(asked) = asked {
@@ -325,7 +330,11 @@ mod tests {
             assert_eq!(classify(s, &none, ""), FailureKind::Transient, "{s}");
         }
         for s in [400, 403, 404, 409, 422] {
-            assert_eq!(classify(s, &none, "Not Found"), FailureKind::Permanent, "{s}");
+            assert_eq!(
+                classify(s, &none, "Not Found"),
+                FailureKind::Permanent,
+                "{s}"
+            );
         }
         assert_eq!(
             classify(401, &none, "Bad credentials"),
@@ -355,11 +364,19 @@ mod tests {
             FailureKind::RateLimited
         );
         assert_eq!(
-            classify(403, &none, "You have triggered an abuse detection mechanism."),
+            classify(
+                403,
+                &none,
+                "You have triggered an abuse detection mechanism."
+            ),
             FailureKind::RateLimited
         );
         assert_eq!(
-            classify(403, &headers(&[("x-ratelimit-remaining", "4999")]), "Resource not accessible by integration"),
+            classify(
+                403,
+                &headers(&[("x-ratelimit-remaining", "4999")]),
+                "Resource not accessible by integration"
+            ),
             FailureKind::Permanent
         );
     }

@@ -89,7 +89,11 @@ mod tests {
         std::fs::write(&file.0, "one\n").unwrap();
         let one = file.fingerprint().unwrap();
         std::fs::write(&file.0, "one").unwrap();
-        assert_eq!(file.fingerprint(), Some(one), "trailing white space is not the token");
+        assert_eq!(
+            file.fingerprint(),
+            Some(one),
+            "trailing white space is not the token"
+        );
         std::fs::write(&file.0, "two\n").unwrap();
         assert_ne!(file.fingerprint(), Some(one));
     }

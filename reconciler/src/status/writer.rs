@@ -405,7 +405,8 @@ impl StatusWriter {
             if left.is_empty() {
                 break;
             }
-            let wait = self.wait_before_retry(tries, left.iter().filter_map(|(_, e)| e.as_ref().ok()));
+            let wait =
+                self.wait_before_retry(tries, left.iter().filter_map(|(_, e)| e.as_ref().ok()));
             match wait {
                 Some(wait) if tries < self.policy.attempts.max(1) => {
                     debug!(
@@ -557,7 +558,10 @@ impl StatusWriter {
         let mut state = self.lock();
         let gate = &mut state.gate;
         if gate.refused_token.is_some() {
-            info!(backend = self.backend.name(), "the forge accepts the token again");
+            info!(
+                backend = self.backend.name(),
+                "the forge accepts the token again"
+            );
         }
         gate.rate_limits = 0;
         gate.refusals = 0;
@@ -577,11 +581,19 @@ impl StatusWriter {
         let (reason, strike, refusal) = match kind {
             FailureKind::RateLimited => {
                 gate.rate_limits += 1;
-                (HoldReason::RateLimited, gate.rate_limits, ForgeRefusal::RateLimited)
+                (
+                    HoldReason::RateLimited,
+                    gate.rate_limits,
+                    ForgeRefusal::RateLimited,
+                )
             }
             FailureKind::Unauthorized => {
                 gate.refusals += 1;
-                (HoldReason::Unauthorized, gate.refusals, ForgeRefusal::Unauthorized)
+                (
+                    HoldReason::Unauthorized,
+                    gate.refusals,
+                    ForgeRefusal::Unauthorized,
+                )
             }
             FailureKind::Transient | FailureKind::Permanent => return,
         };
@@ -603,7 +615,9 @@ impl StatusWriter {
                 error = %e,
                 "the forge rate limits us: nothing is sent to it until the wait is over; statuses and comments wait in the outbox"
             ),
-            HoldReason::RateLimited => debug!(backend = forge, wait = %wait, error = %e, "rate limited again"),
+            HoldReason::RateLimited => {
+                debug!(backend = forge, wait = %wait, error = %e, "rate limited again")
+            }
             HoldReason::Unauthorized => {
                 let token = self.backend.token_fingerprint();
                 let new_token = gate.refused_token != token || strike == 1;
@@ -1084,11 +1098,9 @@ mod tests {
                 let recorder = Recorder::default();
                 recorder.set_fault(Some(RecorderFault::Unauthorized));
                 let metrics = Arc::new(Metrics::new());
-                let writer = StatusWriter::new(
-                    Backend::Recorder(recorder.clone()),
-                    RetryPolicy::default(),
-                )
-                .with_metrics(metrics.clone());
+                let writer =
+                    StatusWriter::new(Backend::Recorder(recorder.clone()), RetryPolicy::default())
+                        .with_metrics(metrics.clone());
                 let start = Instant::now();
                 let mut round = 0;
                 while start.elapsed() < Duration::from_secs(3 * 3600) {
@@ -1131,7 +1143,10 @@ mod tests {
         assert_eq!(requests, 6, "{log}");
         let said = log.matches("the forge refused the token in").count();
         assert_eq!(said, 1, "{log}");
-        assert!(log.contains("(no token file): 401 Bad credentials"), "{log}");
+        assert!(
+            log.contains("(no token file): 401 Bad credentials"),
+            "{log}"
+        );
         assert!(log.contains("the forge accepts the token again"), "{log}");
     }
 
@@ -1152,7 +1167,11 @@ mod tests {
             while start.elapsed() < Duration::from_secs(600) {
                 i += 1;
                 writer
-                    .post(&on("kubelet-gitops/a", StatusState::Pending, &format!("{i}/9 nodes")))
+                    .post(&on(
+                        "kubelet-gitops/a",
+                        StatusState::Pending,
+                        &format!("{i}/9 nodes"),
+                    ))
                     .await;
                 writer.flush().await;
                 if recorder.requests() > last {
@@ -1161,19 +1180,29 @@ mod tests {
                 }
                 tokio::time::sleep(Duration::from_secs(5)).await;
             }
-            assert_eq!(seen, [0, 60, 180, 420], "one request per hold, at least a minute apart");
+            assert_eq!(
+                seen,
+                [0, 60, 180, 420],
+                "one request per hold, at least a minute apart"
+            );
             // Another context posted during the hold waits too, without a request.
             let other = writer
                 .post(&on("kubelet-gitops/b", StatusState::Success, "1/1 nodes"))
                 .await;
-            assert!(matches!(other, Delivery::Queued { ref reason } if reason.contains("rate limits us")), "{other:?}");
+            assert!(
+                matches!(other, Delivery::Queued { ref reason } if reason.contains("rate limits us")),
+                "{other:?}"
+            );
             assert_eq!(recorder.requests(), 4);
             recorder.set_fault(None);
             let until = writer.held_until().expect("held");
             tokio::time::sleep_until(until.into()).await;
             assert_eq!(writer.flush().await.delivered, 2);
-            let sent: Vec<String> =
-                recorder.statuses().iter().map(|s| s.description.clone()).collect();
+            let sent: Vec<String> = recorder
+                .statuses()
+                .iter()
+                .map(|s| s.description.clone())
+                .collect();
             assert_eq!(sent, [format!("{i}/9 nodes"), "1/1 nodes".to_string()]);
         });
     }
@@ -1194,7 +1223,11 @@ mod tests {
             let start = Instant::now();
             let first = tokio::spawn({
                 let writer = writer.clone();
-                async move { writer.post(&status(StatusState::Success, "3/3 nodes")).await }
+                async move {
+                    writer
+                        .post(&status(StatusState::Success, "3/3 nodes"))
+                        .await
+                }
             });
             while recorder.requests() == 0 {
                 tokio::task::yield_now().await;
@@ -1206,7 +1239,11 @@ mod tests {
             assert!(matches!(other, Delivery::Posted), "{other:?}");
             assert!(start.elapsed() >= Duration::from_secs(7));
             assert!(matches!(first.await.unwrap(), Delivery::Posted));
-            assert_eq!(recorder.requests(), 3, "the 429, then one each after the wait");
+            assert_eq!(
+                recorder.requests(),
+                3,
+                "the 429, then one each after the wait"
+            );
         });
     }
 
@@ -1222,10 +1259,17 @@ mod tests {
                 max_delay: Duration::from_secs(20),
                 ..RetryPolicy::default()
             };
-            let writer = Arc::new(StatusWriter::new(Backend::Recorder(recorder.clone()), policy));
+            let writer = Arc::new(StatusWriter::new(
+                Backend::Recorder(recorder.clone()),
+                policy,
+            ));
             let first = tokio::spawn({
                 let writer = writer.clone();
-                async move { writer.post(&status(StatusState::Success, "3/3 nodes")).await }
+                async move {
+                    writer
+                        .post(&status(StatusState::Success, "3/3 nodes"))
+                        .await
+                }
             });
             while recorder.requests() == 0 {
                 tokio::task::yield_now().await;
@@ -1236,12 +1280,23 @@ mod tests {
                 .post(&on("kubelet-gitops", StatusState::Success, "1 pool"))
                 .await;
             assert!(matches!(other, Delivery::Posted), "{other:?}");
-            assert_eq!(start.elapsed(), Duration::ZERO, "not behind the other's backoff");
+            assert_eq!(
+                start.elapsed(),
+                Duration::ZERO,
+                "not behind the other's backoff"
+            );
             assert_eq!(recorder.statuses().len(), 1);
             let first = first.await.unwrap();
             assert!(matches!(first, Delivery::Posted), "{first:?}");
-            assert!(start.elapsed() >= Duration::from_secs(10), "its own backoff");
-            let sent: Vec<String> = recorder.statuses().iter().map(|s| s.context.clone()).collect();
+            assert!(
+                start.elapsed() >= Duration::from_secs(10),
+                "its own backoff"
+            );
+            let sent: Vec<String> = recorder
+                .statuses()
+                .iter()
+                .map(|s| s.context.clone())
+                .collect();
             assert_eq!(sent, ["kubelet-gitops", "kubelet-gitops/gpu"]);
         });
     }
@@ -1253,8 +1308,14 @@ mod tests {
             recorder.set_fault(Some(RecorderFault::RateLimited { retry_after: None }));
             let writer =
                 StatusWriter::new(Backend::Recorder(recorder.clone()), RetryPolicy::default());
-            assert_eq!(writer.comment(7, "plan 1").await.unwrap(), CommentOutcome::Queued);
-            assert_eq!(writer.comment(7, "plan 2").await.unwrap(), CommentOutcome::Queued);
+            assert_eq!(
+                writer.comment(7, "plan 1").await.unwrap(),
+                CommentOutcome::Queued
+            );
+            assert_eq!(
+                writer.comment(7, "plan 2").await.unwrap(),
+                CommentOutcome::Queued
+            );
             assert_eq!(recorder.requests(), 1, "held after the first refusal");
             assert_eq!(writer.queued_comments(), [7]);
             recorder.set_fault(None);

@@ -300,8 +300,12 @@ async fn a_wrong_token_holds_the_forge_and_a_fixed_file_is_picked_up_at_once() {
             panic!("{kind:?}: held");
         };
         assert!(reason.contains("refused the token"), "{kind:?}: {reason}");
-        assert_eq!(s.server.requests().len(), 1, "{kind:?}: nothing sent while held");
-        assert_eq!(s.writer.queued(), [success.clone()], "the newest only");
+        assert_eq!(
+            s.server.requests().len(),
+            1,
+            "{kind:?}: nothing sent while held"
+        );
+        assert_eq!(s.writer.queued(), std::slice::from_ref(&success), "the newest only");
         // The token is read at each request: a fixed file lifts the hold at once.
         std::fs::write(&s.token_file, format!("{TOKEN}\n")).unwrap();
         let report = s.writer.flush().await;
@@ -332,7 +336,10 @@ async fn a_refused_token_costs_a_bounded_number_of_requests() {
             let deliveries = s
                 .writer
                 .post_all(&[
-                    status(StatusState::Pending, &format!("rolling out: {round}/90 nodes")),
+                    status(
+                        StatusState::Pending,
+                        &format!("rolling out: {round}/90 nodes"),
+                    ),
                     CommitStatus::new(SHA, "kubelet-gitops", StatusState::Pending, "1 pool"),
                 ])
                 .await;
@@ -650,7 +657,10 @@ async fn gitlab_rate_limit_waits_for_the_reset() {
 #[tokio::test]
 async fn rate_limits_that_name_no_wait_hold_at_least_a_minute_then_longer() {
     for (kind, fault) in [
-        (Kind::GitHub, Fault::GitHubSecondaryRateLimit { retry_after: None }),
+        (
+            Kind::GitHub,
+            Fault::GitHubSecondaryRateLimit { retry_after: None },
+        ),
         (Kind::GitHub, Fault::TooManyRequests),
         (Kind::GitLab, Fault::TooManyRequests),
         (Kind::Gitea, Fault::TooManyRequests),
@@ -661,7 +671,10 @@ async fn rate_limits_that_name_no_wait_hold_at_least_a_minute_then_longer() {
             .writer
             .post(&status(StatusState::Success, "1/1 nodes"))
             .await;
-        assert!(matches!(delivery, Delivery::Posted), "{kind:?} {fault:?}: {delivery:?}");
+        assert!(
+            matches!(delivery, Delivery::Posted),
+            "{kind:?} {fault:?}: {delivery:?}"
+        );
         let requests = s.server.requests();
         let answers: Vec<u16> = requests.iter().map(|r| r.answer).collect();
         assert_eq!(answers[..2], [answers[0]; 2], "{kind:?} {fault:?}");
@@ -670,7 +683,10 @@ async fn rate_limits_that_name_no_wait_hold_at_least_a_minute_then_longer() {
         let first = requests[1].at.duration_since(requests[0].at);
         let second = requests[2].at.duration_since(requests[1].at);
         assert!(first >= RATE_LIMIT_WAIT, "{kind:?} {fault:?}: {first:?}");
-        assert!(second >= RATE_LIMIT_WAIT * 2, "{kind:?} {fault:?}: {second:?}");
+        assert!(
+            second >= RATE_LIMIT_WAIT * 2,
+            "{kind:?} {fault:?}: {second:?}"
+        );
         assert_clean(&s.server);
     }
 }
@@ -712,7 +728,11 @@ async fn a_status_in_backoff_holds_back_no_other() {
     server.inject([Fault::ServerError]);
     let first = tokio::spawn({
         let writer = writer.clone();
-        async move { writer.post(&status(StatusState::Success, "3/3 nodes")).await }
+        async move {
+            writer
+                .post(&status(StatusState::Success, "3/3 nodes"))
+                .await
+        }
     });
     while server.requests().is_empty() {
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -724,7 +744,11 @@ async fn a_status_in_backoff_holds_back_no_other() {
         .iter()
         .map(|r| (r.answer, r.path.clone()))
         .collect();
-    assert_eq!(answers.len(), 2, "the first is still in its backoff: {answers:?}");
+    assert_eq!(
+        answers.len(),
+        2,
+        "the first is still in its backoff: {answers:?}"
+    );
     assert_eq!((answers[0].0, answers[1].0), (500, 201));
     assert_eq!(server.statuses()[0].context, "kubelet-gitops");
     first.abort();

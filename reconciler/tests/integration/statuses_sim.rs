@@ -585,8 +585,7 @@ async fn a_restart_on_an_invalid_head_reviews_against_the_commit_the_cluster_is_
     let after7 = wait_plans("pull request 7 planned again", &pr7, 2).await;
     let after8 = wait_plans("pull request 8 planned again", &pr8, 2).await;
     assert_eq!(
-        after7,
-        ["success: 1 pool changes, 3 nodes"; 2],
+        after7, ["success: 1 pool changes, 3 nodes"; 2],
         "the plan of 7 after the restart is the one before it"
     );
     assert_eq!(after8[1], after8[0], "the plan of 8 after the restart");
