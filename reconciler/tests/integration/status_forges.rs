@@ -305,7 +305,11 @@ async fn a_wrong_token_holds_the_forge_and_a_fixed_file_is_picked_up_at_once() {
             1,
             "{kind:?}: nothing sent while held"
         );
-        assert_eq!(s.writer.queued(), std::slice::from_ref(&success), "the newest only");
+        assert_eq!(
+            s.writer.queued(),
+            std::slice::from_ref(&success),
+            "the newest only"
+        );
         // The token is read at each request: a fixed file lifts the hold at once.
         std::fs::write(&s.token_file, format!("{TOKEN}\n")).unwrap();
         let report = s.writer.flush().await;
