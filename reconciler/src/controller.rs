@@ -129,15 +129,15 @@ pub async fn start_with_client(
             }
         }
     }
+    let metrics = Arc::new(Metrics::new());
     let writer = config
         .status
-        .writer(&config.git)
+        .writer(&config.git, metrics.clone())
         .await
         .map_err(|source| RunError::Status {
             backend: config.status.backend.name(),
             source,
         })?;
-    let metrics = Arc::new(Metrics::new());
     let shutdown = CancellationToken::new();
     let role = if config.leader.is_some() {
         Role::Follower

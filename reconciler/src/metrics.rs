@@ -21,6 +21,7 @@
 //! | `kubelet_gitops_leader` | gauge | | 1 while this replica holds the lease (always 1 without `--leader-elect`) |
 //! | `kubelet_gitops_status_posts_total` | counter | `result` | commit statuses sent: `ok` (the forge took it), `queued` (forge down or rate limited: in the outbox), `rejected` (refused for good); unchanged ones are not sent |
 //! | `kubelet_gitops_status_outbox` | gauge | | statuses waiting in the outbox for the forge to come back |
+//! | `kubelet_gitops_status_forge_refusals_total` | counter | `reason` | forge answers that hold every request to the forge: `unauthorized` (the token was refused, 401), `rate_limited` (429, GitHub's rate-limit 403) |
 //! | `kubelet_gitops_reviews_total` | counter | `result` | pull-request heads reviewed: `planned`, `invalid` (the head does not validate), `skipped` (older than `--review-max-age`), `failed` (the head could not be read) |
 //!
 //! Pool series are replaced as a whole each reconcile: a pool removed from the repository
@@ -91,6 +92,29 @@ impl StatusPostResult {
             StatusPostResult::Rejected => "rejected",
         }
     }
+}
+
+/// Why a forge answer held every request to the forge, for `status_forge_refusals_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForgeRefusal {
+    /// The forge refused the token (401).
+    Unauthorized,
+    /// A rate limit (429, GitHub's rate-limit 403).
+    RateLimited,
+}
+
+impl ForgeRefusal {
+    fn as_str(self) -> &'static str {
+        match self {
+            ForgeRefusal::Unauthorized => "unauthorized",
+            ForgeRefusal::RateLimited => "rate_limited",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: &'static str,
 }
 
 /// How the review of one pull-request head ended, for `reviews_total`.
@@ -167,6 +191,7 @@ pub struct Metrics {
     leader: Gauge,
     status_posts: Family<ResultLabels, Counter>,
     status_outbox: Gauge,
+    forge_refusals: Family<ReasonLabels, Counter>,
     reviews: Family<ResultLabels, Counter>,
     /// Pools exported by the last [`Metrics::set_pools`], to retire removed ones.
     exported_pools: Mutex<BTreeSet<String>>,
@@ -288,6 +313,12 @@ impl Metrics {
             "Commit statuses waiting in the outbox for the forge",
             status_outbox.clone(),
         );
+        let forge_refusals = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "status_forge_refusals",
+            "Forge answers that hold every request to the forge by reason (unauthorized, rate_limited)",
+            forge_refusals.clone(),
+        );
         let reviews = Family::<ResultLabels, Counter>::default();
         registry.register(
             "reviews",
@@ -314,6 +345,7 @@ impl Metrics {
             leader,
             status_posts,
             status_outbox,
+            forge_refusals,
             reviews,
             exported_pools: Mutex::new(BTreeSet::new()),
         }
@@ -398,6 +430,15 @@ impl Metrics {
     /// Sets how many statuses wait in the outbox.
     pub fn set_status_outbox(&self, queued: usize) {
         self.status_outbox.set(count(queued));
+    }
+
+    /// Counts a forge answer that holds every request to the forge.
+    pub fn forge_refused(&self, reason: ForgeRefusal) {
+        self.forge_refusals
+            .get_or_create(&ReasonLabels {
+                reason: reason.as_str(),
+            })
+            .inc();
     }
 
     /// Counts a reviewed pull-request head.
@@ -544,6 +585,7 @@ mod tests {
         m.status_posted(StatusPostResult::Ok);
         m.status_posted(StatusPostResult::Queued);
         m.set_status_outbox(2);
+        m.forge_refused(ForgeRefusal::Unauthorized);
         m.reviewed(ReviewResult::Planned);
         {
             let mut t = m.reconcile_timer();
@@ -573,6 +615,9 @@ mod tests {
         assert!(text.contains("kubelet_gitops_status_posts_total{result=\"ok\"} 1"));
         assert!(text.contains("kubelet_gitops_status_posts_total{result=\"queued\"} 1"));
         assert!(text.contains("kubelet_gitops_status_outbox 2"));
+        assert!(
+            text.contains("kubelet_gitops_status_forge_refusals_total{reason=\"unauthorized\"} 1")
+        );
         assert!(text.contains("kubelet_gitops_reviews_total{result=\"planned\"} 1"));
         assert!(text.contains("kubelet_gitops_reconciles_total{result=\"error\"} 1"));
         assert!(text.contains("kubelet_gitops_reconcile_duration_seconds_count 2"));

@@ -16,7 +16,13 @@
 //! - **Against what.** The base is the merge base of the head and the applied commit of
 //!   the branch (what the pull request itself changes, as a forge's diff shows it), or
 //!   the applied commit when they share no history. The plan says which in a note. A
-//!   base that does not validate is compared as nothing, with a note.
+//!   base that does not validate is compared as nothing, with a note. Nothing is
+//!   reviewed before the applied commit is known ([`base_known`]): after a restart on a
+//!   branch head that does not validate, the controller first finds the commit the
+//!   cluster is on, and the reviewer waits for it.
+//! - **Same plan, same text.** The nodes are planned in name order ([`sorted_nodes`]), so
+//!   the plan of an unchanged head is the same Markdown after a restart and its comment is
+//!   not edited.
 //! - **What is posted.** `success` with [`plan::markdown::summary`] ("2 pools change, 42 nodes;
 //!   1 field overridden by flags on 3 nodes"); `failure` when the head's pools overlap
 //!   (it could not be applied as it is); `error` with the first problem when the head
@@ -207,6 +213,14 @@ pub struct Review {
     pub result: ReviewResult,
 }
 
+/// `nodes` by name. The watch cache answers in no particular order, and the plan lists
+/// nodes in the order it is given them: sorted, an unchanged plan is the same text after a
+/// restart, and its comment is left as it is.
+pub fn sorted_nodes(mut nodes: Vec<NodeInfo>) -> Vec<NodeInfo> {
+    nodes.sort_by(|a, b| a.name.cmp(&b.name));
+    nodes
+}
+
 /// The status and Markdown for a prepared head, planned for `nodes`. Pure.
 pub fn review(prepared: &Prepared, nodes: &[NodeInfo]) -> Review {
     let head = &prepared.rendered;
@@ -261,6 +275,15 @@ pub struct ReviewConfig {
     pub max_age: Duration,
 }
 
+/// Whether the commit the cluster is on is known, so that heads can be compared with it:
+/// a commit was applied, or the controller looked and found none on the cluster. A
+/// rejected head alone says nothing: after a restart on a head that does not validate, the
+/// controller first looks back along the branch for the commit the cluster is on, and a
+/// review meanwhile would compare every pool with nothing.
+pub fn base_known(state: &SyncState) -> bool {
+    state.applied.is_some() || state.nothing_applied
+}
+
 /// The nodes as the controller's watch cache has them.
 pub(crate) type NodeSource = Box<dyn Fn() -> Vec<NodeInfo> + Send + Sync>;
 
@@ -296,8 +319,8 @@ impl Reviewer {
     }
 
     /// Reviews new and moved heads of `heads` whenever they or the controller's state
-    /// change, until stopped. Waits until this replica writes and the branch has been
-    /// rendered (applied, or rejected with nothing applied), so that there is a base.
+    /// change, until stopped. Waits until this replica writes and the commit the cluster
+    /// is on is known ([`base_known`]), so that every head is compared with it.
     pub(crate) async fn run(
         mut self,
         mut heads: watch::Receiver<BTreeMap<String, String>>,
@@ -306,7 +329,7 @@ impl Reviewer {
         loop {
             let (ready, applied) = {
                 let s = sync.borrow_and_update();
-                let ready = s.role.writes() && (s.applied.is_some() || s.rejected.is_some());
+                let ready = s.role.writes() && base_known(&s);
                 (ready, s.applied.as_ref().map(|a| a.commit.clone()))
             };
             // Marked seen even when not ready, or `changed()` would wake at once again.
@@ -334,7 +357,7 @@ impl Reviewer {
         if moved.is_empty() {
             return;
         }
-        let node_list = (self.nodes)();
+        let node_list = sorted_nodes((self.nodes)());
         for (refname, head) in moved {
             if self.stop.is_cancelled() {
                 return;
@@ -586,6 +609,80 @@ mod tests {
         assert!(p.base.is_none() && p.notes[0].contains("Nothing of `main`"));
 
         assert!(prep(&pr, Some(&c2), Some(i64::MAX)).is_none(), "too old");
+    }
+
+    #[test]
+    fn nothing_is_reviewed_before_the_applied_commit_is_known() {
+        use crate::state::{AppliedCommit, RejectedCommit};
+        let rejected = SyncState {
+            rejected: Some(RejectedCommit {
+                commit: "b".repeat(40),
+                errors: vec![RepoError::new("pools/a.yaml", "", "x")],
+            }),
+            ..SyncState::default()
+        };
+        // Restarted on an invalid head, before the resume found the cluster's commit.
+        assert!(!base_known(&rejected));
+        assert!(!base_known(&SyncState::default()));
+        let resumed = SyncState {
+            applied: Some(AppliedCommit {
+                commit: "a".repeat(40),
+                namespace: "kubelet-gitops".into(),
+                configmaps: BTreeMap::new(),
+                sources: BTreeMap::new(),
+            }),
+            ..rejected.clone()
+        };
+        assert!(base_known(&resumed));
+        // The resume looked and found no commit on the cluster.
+        let none = SyncState {
+            nothing_applied: true,
+            ..rejected
+        };
+        assert!(base_known(&none));
+    }
+
+    #[test]
+    fn the_same_plan_is_the_same_markdown_whatever_order_the_nodes_come_in() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = git2::Repository::init_bare(dir.path()).unwrap();
+        let base = commit(&repo, None, &tree(&[("a", 60), ("b", 60)]));
+        let head = commit(&repo, Some(&base), &tree(&[("a", 61), ("b", 61)]));
+        let prepared = prepare(
+            dir.path(),
+            "file:///x",
+            "main",
+            &head,
+            Some(&base),
+            &RenderOptions::default(),
+            None,
+        )
+        .unwrap()
+        .unwrap();
+        let node = |name: &str, pool: &str| NodeInfo {
+            name: name.into(),
+            labels: [("pool".to_string(), pool.to_string())].into(),
+            ..NodeInfo::default()
+        };
+        let mut nodes: Vec<NodeInfo> = (1..=5)
+            .flat_map(|i| [node(&format!("a-{i}"), "a"), node(&format!("b-{i}"), "b")])
+            .collect();
+        let sorted = review(&prepared, &sorted_nodes(nodes.clone()));
+        assert!(
+            sorted.markdown.contains("a-1, a-2, a-3, a-4, a-5"),
+            "{}",
+            sorted.markdown
+        );
+        // The watch cache's order is arbitrary: reversed, rotated, interleaved.
+        nodes.reverse();
+        assert_eq!(review(&prepared, &sorted_nodes(nodes.clone())), sorted);
+        nodes.rotate_left(3);
+        assert_eq!(review(&prepared, &sorted_nodes(nodes.clone())), sorted);
+        assert_ne!(
+            review(&prepared, &nodes).markdown,
+            sorted.markdown,
+            "unsorted, the same plan reads differently"
+        );
     }
 
     #[test]

@@ -71,6 +71,10 @@ pub struct SyncState {
     /// The newest commit, when it failed to render or validate; cleared by a commit that
     /// validates. While set, `applied` is older than `fetched`.
     pub rejected: Option<RejectedCommit>,
+    /// Set when this replica started on a head that does not validate and found no recent
+    /// commit of the branch on the cluster: nothing is applied, and that is known (while
+    /// `applied` and this are both unset, what the cluster runs is not known yet).
+    pub nothing_applied: bool,
     /// Why the last fetch failed, while the remote is unreachable.
     pub unreachable: Option<String>,
     /// Why the last reconcile failed, until one succeeds.

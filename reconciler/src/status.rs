@@ -31,6 +31,7 @@ pub mod aggregate;
 mod backend;
 mod commit;
 mod config;
+pub mod describe;
 mod error;
 mod forge;
 mod gitlab;
@@ -42,7 +43,7 @@ pub mod retry;
 mod token;
 mod writer;
 
-pub use aggregate::{invalid_commit_status, pool_status, summary_status};
+pub use aggregate::{Summary, invalid_commit_status, pool_status, summary_status};
 pub use backend::{Backend, CommentOutcome};
 pub use commit::{
     CONTEXT, CommitStatus, PLAN_CONTEXT, PLAN_MARKER, StatusState, pool_context,
@@ -53,9 +54,9 @@ pub use error::StatusError;
 pub use forge::{GitHub, GitHubConfig, Gitea, GiteaConfig};
 pub use gitlab::{GitLab, GitLabConfig, GitLabProject};
 pub use notes::{Notes, NotesConfig, NotesRemote};
-pub use recorder::Recorder;
+pub use recorder::{Recorder, RecorderFault};
 pub use reporter::commit_statuses;
 pub(crate) use reporter::{StatusReporter, count_delivery};
-pub use retry::RetryPolicy;
+pub use retry::{FailureKind, RetryPolicy};
 pub use token::{Secret, TokenFile};
 pub use writer::{Delivery, FlushReport, StatusWriter};

@@ -15,7 +15,10 @@
 //!   while no reconciler ran) is skipped: resuming must not roll out a commit nobody saw
 //!   go out. The walk stops after [`RESUME_DEPTH`] commits.
 //!
-//! Until either finds a commit, nothing is applied (as before a first valid commit).
+//! Until either finds a commit, nothing is applied (as before a first valid commit). A
+//! search that finds none says so in [`SyncState::nothing_applied`](crate::state::SyncState):
+//! until the commit the cluster is on (or that there is none) is known, pull requests are
+//! not reviewed, since there is nothing to compare them with yet.
 //! `--once` does neither: it applies the head or fails.
 
 use std::collections::HashSet;
@@ -147,6 +150,7 @@ impl Controller {
                 "ancestor validates but its ConfigMaps were never all published (it never went out); looking further back"
             );
         }
+        self.update(|s| s.nothing_applied = true);
         tracing::error!(
             head = %head,
             searched = history.len().saturating_sub(1),

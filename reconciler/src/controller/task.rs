@@ -331,6 +331,7 @@ impl Controller {
                 self.update(|s| {
                     if wrote {
                         s.applied = Some(desired.applied(outcome.sources.clone()));
+                        s.nothing_applied = false;
                         s.ready = true;
                     }
                     s.last_error = None;

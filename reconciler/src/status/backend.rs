@@ -7,6 +7,7 @@ use super::forge::{GitHub, Gitea};
 use super::gitlab::{self, GitLab};
 use super::notes::{self, Notes};
 use super::recorder::Recorder;
+use super::token::TokenFile;
 
 /// What [`StatusWriter::comment`](super::StatusWriter::comment) did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,6 +18,10 @@ pub enum CommentOutcome {
     Updated(u64),
     /// Our comment already said exactly this.
     Unchanged(u64),
+    /// Not delivered yet: the forge is held (a rate limit, a refused token) or failed
+    /// passingly. The comment waits in the writer's outbox (the newest per pull request)
+    /// and goes out with the next flush.
+    Queued,
 }
 
 /// Where statuses go.
@@ -47,6 +52,24 @@ impl Backend {
             Backend::GitLab(_) => gitlab::DESCRIPTION_LIMIT,
             Backend::Notes(_) => notes::DESCRIPTION_LIMIT,
             Backend::Recorder(r) => r.description_limit,
+        }
+    }
+
+    /// The file the forge token is read from (`None`: git notes, the recorder).
+    pub(super) fn token_file(&self) -> Option<&TokenFile> {
+        match self {
+            Backend::GitHub(GitHub(c)) | Backend::Gitea(Gitea(c)) => Some(c.token_file()),
+            Backend::GitLab(b) => Some(b.token_file()),
+            Backend::Notes(_) | Backend::Recorder(_) => None,
+        }
+    }
+
+    /// A fingerprint of the token as its file holds it now ([`TokenFile::fingerprint`];
+    /// the recorder's token for tests).
+    pub(super) fn token_fingerprint(&self) -> Option<u64> {
+        match self {
+            Backend::Recorder(r) => Some(r.token_fingerprint()),
+            _ => self.token_file().and_then(TokenFile::fingerprint),
         }
     }
 
@@ -83,7 +106,7 @@ impl Backend {
                 c.find_comment(pr, PLAN_MARKER).await?
             }
             Backend::GitLab(b) => b.find_comment(pr, PLAN_MARKER).await?,
-            Backend::Recorder(b) => b.find_comment(pr),
+            Backend::Recorder(b) => b.find_comment(pr)?,
             Backend::Notes(_) => {
                 return Err(StatusError::CommentsUnsupported {
                     backend: self.name(),
@@ -98,7 +121,7 @@ impl Backend {
                         c.update_comment(id, body).await?
                     }
                     Backend::GitLab(b) => b.update_comment(pr, id, body).await?,
-                    Backend::Recorder(b) => b.update_comment(pr, id, body),
+                    Backend::Recorder(b) => b.update_comment(pr, id, body)?,
                     Backend::Notes(_) => {}
                 }
                 Ok(CommentOutcome::Updated(id))
@@ -109,7 +132,7 @@ impl Backend {
                         c.create_comment(pr, body).await?
                     }
                     Backend::GitLab(b) => b.create_comment(pr, body).await?,
-                    Backend::Recorder(b) => b.create_comment(pr, body),
+                    Backend::Recorder(b) => b.create_comment(pr, body)?,
                     Backend::Notes(_) => 0,
                 };
                 Ok(CommentOutcome::Created(id))

@@ -14,6 +14,7 @@ use super::notes::{Notes, NotesConfig, NotesRemote};
 use super::retry::RetryPolicy;
 use super::writer::StatusWriter;
 use crate::git::{self, GitConfig, GitRepo};
+use crate::metrics::Metrics;
 
 /// Fetches GitHub's and Gitea's pull-request heads into the cache, under the same names.
 pub const PULL_REFSPEC: &str = "+refs/pull/*/head:refs/pull/*/head";
@@ -82,7 +83,8 @@ pub struct StatusConfig {
     /// Pull-request heads whose commit is older than this are not reviewed (forges keep
     /// the heads of closed pull requests forever).
     pub review_max_age: Duration,
-    /// How each delivery is retried.
+    /// How each delivery is retried, and how long a rate limit or a refused token holds
+    /// the forge.
     pub retry: RetryPolicy,
     /// Progress within `pending` is posted at most this often per context.
     pub progress_interval: Duration,
@@ -115,12 +117,14 @@ impl StatusConfig {
         !matches!(self.backend, StatusBackendConfig::None)
     }
 
-    /// The writer statuses go through (`None` for no backend). The git-notes backend
-    /// writes in the git cache, which is created here if absent (no network), and pushes to
-    /// the config repository with the git source's credentials ([`git::remote_callbacks`]).
+    /// The writer statuses go through (`None` for no backend), counting the forge's
+    /// refusals in `metrics`. The git-notes backend writes in the git cache, which is
+    /// created here if absent (no network), and pushes to the config repository with the
+    /// git source's credentials ([`git::remote_callbacks`]).
     pub(crate) async fn writer(
         &self,
         git: &GitConfig,
+        metrics: Arc<Metrics>,
     ) -> Result<Option<Arc<StatusWriter>>, StatusError> {
         let backend = match &self.backend {
             StatusBackendConfig::None => return Ok(None),
@@ -161,6 +165,8 @@ impl StatusConfig {
             comment = self.comment,
             "commit statuses enabled"
         );
-        Ok(Some(Arc::new(StatusWriter::new(backend, self.retry))))
+        Ok(Some(Arc::new(
+            StatusWriter::new(backend, self.retry).with_metrics(metrics),
+        )))
     }
 }

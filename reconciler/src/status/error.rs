@@ -5,6 +5,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::retry::FailureKind;
+
 /// Posting a status or a comment failed. [`StatusError::is_retryable`] says whether
 /// waiting may fix it; [`StatusError::retry_after`] how long the forge asked to wait.
 #[derive(Debug, thiserror::Error)]
@@ -42,8 +44,8 @@ pub enum StatusError {
         status: u16,
         /// The forge's own message (its JSON `message`, or the start of the body).
         message: String,
-        /// Whether the forge asks to be tried again (5xx, 408, 429, rate limits).
-        retryable: bool,
+        /// What the answer asks of us ([`super::retry::classify`]).
+        kind: FailureKind,
         /// How long the forge asked to wait (`Retry-After`, rate-limit reset headers).
         retry_after: Option<Duration>,
     },
@@ -72,20 +74,27 @@ pub enum StatusError {
 }
 
 impl StatusError {
-    /// Whether trying again later may succeed. Configuration mistakes and 4xx answers
-    /// other than 408 and 429 (and GitHub's rate-limit 403) are not retried.
-    pub fn is_retryable(&self) -> bool {
+    /// What the failure asks of us: retry with backoff, hold the forge (a rate limit, a
+    /// refused token), or give up (a configuration mistake, any other 4xx).
+    pub fn kind(&self) -> FailureKind {
         match self {
             StatusError::TokenFile { .. }
             | StatusError::EmptyToken { .. }
             | StatusError::Transport { .. }
             | StatusError::Notes { .. }
-            | StatusError::NotesTask { .. } => true,
-            StatusError::Rejected { retryable, .. } => *retryable,
+            | StatusError::NotesTask { .. } => FailureKind::Transient,
+            StatusError::Rejected { kind, .. } => *kind,
             StatusError::Config { .. }
             | StatusError::BadResponse { .. }
-            | StatusError::CommentsUnsupported { .. } => false,
+            | StatusError::CommentsUnsupported { .. } => FailureKind::Permanent,
         }
+    }
+
+    /// Whether trying again later may succeed: everything but configuration mistakes and
+    /// 4xx answers other than 401, 408, 429 and GitHub's rate-limit 403s. (A refused
+    /// token may be fixed by rotating the token file, which is read at each request.)
+    pub fn is_retryable(&self) -> bool {
+        self.kind() != FailureKind::Permanent
     }
 
     /// How long the forge asked to wait before the next request, if it said.

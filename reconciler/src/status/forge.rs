@@ -201,6 +201,11 @@ impl ForgeClient {
         })
     }
 
+    /// The file the token is read from.
+    pub(crate) fn token_file(&self) -> &TokenFile {
+        &self.token
+    }
+
     /// Posts one status (already truncated by the writer). Both forges name our states
     /// as we do.
     pub(crate) async fn post_status(&self, status: &CommitStatus) -> Result<(), StatusError> {

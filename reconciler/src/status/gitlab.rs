@@ -116,6 +116,11 @@ impl GitLab {
         })
     }
 
+    /// The file the token is read from.
+    pub(crate) fn token_file(&self) -> &TokenFile {
+        &self.token
+    }
+
     /// The forge's state name for ours (see the module docs).
     pub fn state(state: StatusState) -> &'static str {
         match state {

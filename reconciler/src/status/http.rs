@@ -11,7 +11,7 @@ use tracing::debug;
 
 use super::commit::{CommitStatus, is_commit_id, truncate_description};
 use super::error::StatusError;
-use super::retry::{is_retryable_status, requested_wait};
+use super::retry::{classify, requested_wait};
 use super::token::Secret;
 
 /// Sent with every request; GitHub refuses requests without a User-Agent.
@@ -97,13 +97,14 @@ impl Http {
         if (200..300).contains(&status) {
             return Ok(Answer { body });
         }
+        let message = error_message(status, &body);
         Err(StatusError::Rejected {
             forge,
             method: method_name,
             url: url.to_string(),
             status,
-            message: error_message(status, &body),
-            retryable: is_retryable_status(status, &headers),
+            kind: classify(status, &headers, &message),
+            message,
             retry_after: requested_wait(status, &headers, SystemTime::now()),
         })
     }

@@ -22,7 +22,8 @@
 //! lets through go to the writer as one round ([`StatusWriter::post_all`]): the forges get
 //! one request per status, git notes one notes commit and one fetch and push for the
 //! whole round. The writer posts only what changed and keeps undelivered statuses in its
-//! outbox, which the reporter flushes every `redeliver_interval`.
+//! outbox, which the reporter flushes every `redeliver_interval`, and as soon as a hold
+//! of the forge (a rate limit, a refused token) ends.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -31,7 +32,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::aggregate::{invalid_commit_status, pool_status, summary_status};
+use super::aggregate::{Summary, invalid_commit_status, pool_status, summary_status};
 use super::commit::{CONTEXT, CommitStatus, StatusState};
 use super::config::StatusConfig;
 use super::writer::{Delivery, StatusWriter};
@@ -39,19 +40,24 @@ use crate::metrics::{Metrics, StatusPostResult};
 use crate::state::{AppliedCommit, SyncState};
 
 /// The statuses `state` calls for: per pool on the commit that produced its ConfigMap,
-/// the summary on the applied commit, `error` on a rejected commit. Nothing for a
-/// follower (the leader posts). Pure.
-pub fn commit_statuses(state: &SyncState, target_url: Option<&str>) -> Vec<CommitStatus> {
+/// the summary on the applied commit, `error` on a rejected commit, each description
+/// composed for `limit` characters (the backend's). Nothing for a follower (the leader
+/// posts). Pure.
+pub fn commit_statuses(
+    state: &SyncState,
+    target_url: Option<&str>,
+    limit: usize,
+) -> Vec<CommitStatus> {
     let mut out = Vec::new();
     if !state.role.writes() {
         return out;
     }
     if let Some(rejected) = &state.rejected {
         let errors: Vec<String> = rejected.errors.iter().map(ToString::to_string).collect();
-        out.extend(invalid_commit_status(&rejected.commit, &errors));
+        out.extend(invalid_commit_status(&rejected.commit, &errors, limit));
     }
     if let Some(applied) = &state.applied {
-        out.extend(applied_statuses(state, applied));
+        out.extend(applied_statuses(state, applied, limit));
     }
     if let Some(url) = target_url {
         for s in &mut out {
@@ -61,50 +67,32 @@ pub fn commit_statuses(state: &SyncState, target_url: Option<&str>) -> Vec<Commi
     out
 }
 
-fn applied_statuses(state: &SyncState, applied: &AppliedCommit) -> Vec<CommitStatus> {
+fn applied_statuses(state: &SyncState, applied: &AppliedCommit, limit: usize) -> Vec<CommitStatus> {
     let mut out = Vec::new();
-    // Every pool as part of the applied commit, for its summary.
-    let mut as_applied = Vec::new();
-    // Commit to the pools it produced that the applied commit left unchanged.
-    let mut unchanged: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    // Short commit id to the pools it produced that the applied commit left unchanged.
+    let mut unchanged: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for report in &state.pools {
-        let mine = pool_status(&applied.commit, report);
         if let Some(source) = applied.sources.get(&report.pool) {
             if *source != applied.commit {
                 unchanged
-                    .entry(source.as_str())
+                    .entry(short(source).to_string())
                     .or_default()
-                    .push(&report.pool);
-                out.push(pool_status(source, report));
-            } else {
-                out.push(mine.clone());
+                    .push(report.pool.clone());
             }
-        }
-        as_applied.push(mine);
-    }
-    let mut summary = summary_status(&applied.commit, &as_applied);
-    if !unchanged.is_empty() {
-        let groups: Vec<String> = unchanged
-            .iter()
-            .map(|(commit, pools)| format!("{} (from {})", pools.join(", "), short(commit)))
-            .collect();
-        summary
-            .description
-            .push_str(&format!("; unchanged: {}", groups.join(", ")));
-    }
-    if !state.overlaps.is_empty() {
-        let nodes: HashSet<&str> = state.overlaps.iter().map(|o| o.node.as_str()).collect();
-        summary.description.push_str(&format!(
-            "; {} left alone: selected by two pools of the same priority",
-            match nodes.len() {
-                1 => "1 node".to_string(),
-                n => format!("{n} nodes"),
-            }
-        ));
-        if summary.state.severity() < StatusState::Failure.severity() {
-            summary.state = StatusState::Failure;
+            out.push(pool_status(source, report, limit));
         }
     }
+    let nodes: HashSet<&str> = state.overlaps.iter().map(|o| o.node.as_str()).collect();
+    // Every pool counts as part of the applied commit, for its summary.
+    let summary = summary_status(
+        &applied.commit,
+        &Summary {
+            pools: &state.pools,
+            unchanged,
+            left_alone: nodes.len(),
+        },
+        limit,
+    );
     debug_assert_eq!(summary.context, CONTEXT);
     out.push(summary);
     out
@@ -198,13 +186,16 @@ impl StatusReporter {
         loop {
             let state = sync.borrow_and_update().clone();
             let deferred = self.round(&state, false).await;
-            let wake = deferred.map_or(next_flush, |d| d.min(next_flush));
+            // The forge's hold ends: what waits goes out then, not up to an interval later.
+            let hold_ends = self.writer.held_until();
+            let flush_at = hold_ends.map_or(next_flush, |h| h.min(next_flush));
+            let wake = deferred.map_or(flush_at, |d| d.min(flush_at));
             tokio::select! {
                 biased;
                 () = stop.cancelled() => break,
                 changed = sync.changed() => if changed.is_err() { break },
                 () = tokio::time::sleep_until(wake.into()) => {
-                    if Instant::now() >= next_flush {
+                    if Instant::now() >= flush_at {
                         self.flush().await;
                         next_flush = Instant::now() + self.redeliver_interval;
                     }
@@ -229,7 +220,8 @@ impl StatusReporter {
     /// Posts what `state` calls for; returns when a deferred progress update is due.
     /// `final_round` lets every progress update through.
     async fn round(&mut self, state: &SyncState, final_round: bool) -> Option<Instant> {
-        let statuses = commit_statuses(state, self.target_url.as_deref());
+        let limit = self.writer.backend().description_limit();
+        let statuses = commit_statuses(state, self.target_url.as_deref(), limit);
         self.throttle.retain(&statuses);
         let mut deferred: Option<Instant> = None;
         let mut admitted = Vec::with_capacity(statuses.len());
@@ -295,6 +287,7 @@ mod tests {
 
     const OLD: &str = "1111111111111111111111111111111111111111";
     const NEW: &str = "2222222222222222222222222222222222222222";
+    const NO_LIMIT: usize = usize::MAX;
 
     fn report(pool: &str, nodes: usize, done: usize, phase: PoolPhase) -> PoolReport {
         PoolReport {
@@ -342,7 +335,7 @@ mod tests {
             ],
             ..SyncState::default()
         };
-        let statuses = commit_statuses(&state, Some("https://dash.example/x"));
+        let statuses = commit_statuses(&state, Some("https://dash.example/x"), NO_LIMIT);
         assert_eq!(statuses.len(), 4, "{statuses:#?}");
         let gpu = find(&statuses, NEW, "kubelet-gitops/gpu");
         assert_eq!(gpu.state, StatusState::Pending);
@@ -380,7 +373,7 @@ mod tests {
             pools: vec![failing],
             ..SyncState::default()
         };
-        let statuses = commit_statuses(&state, None);
+        let statuses = commit_statuses(&state, None, NO_LIMIT);
         assert_eq!(statuses.len(), 1, "{statuses:#?}");
         assert_eq!(statuses[0].context, "kubelet-gitops");
         assert_eq!(statuses[0].state, StatusState::Failure);
@@ -413,7 +406,7 @@ mod tests {
             pools: vec![report("cpu", 1, 1, PoolPhase::Complete)],
             ..SyncState::default()
         };
-        let statuses = commit_statuses(&state, None);
+        let statuses = commit_statuses(&state, None, NO_LIMIT);
         let error = find(&statuses, NEW, "kubelet-gitops");
         assert_eq!(error.state, StatusState::Error);
         assert!(
@@ -429,7 +422,7 @@ mod tests {
             StatusState::Success
         );
         state.role = Role::Follower;
-        assert!(commit_statuses(&state, None).is_empty());
+        assert!(commit_statuses(&state, None, NO_LIMIT).is_empty());
     }
 
     #[test]
@@ -445,7 +438,12 @@ mod tests {
             }],
             ..SyncState::default()
         };
-        let summary = find(&commit_statuses(&state, None), NEW, "kubelet-gitops").clone();
+        let summary = find(
+            &commit_statuses(&state, None, NO_LIMIT),
+            NEW,
+            "kubelet-gitops",
+        )
+        .clone();
         assert_eq!(summary.state, StatusState::Failure);
         assert!(
             summary
@@ -602,6 +600,7 @@ mod tests {
                 initial: Duration::from_millis(1),
                 max_delay: Duration::from_millis(1),
                 max_wait: Duration::from_millis(1),
+                ..status::RetryPolicy::default()
             },
             redeliver_interval: Duration::from_millis(10),
             ..StatusConfig::default()

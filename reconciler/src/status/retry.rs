@@ -1,5 +1,7 @@
-//! When to try a forge again: exponential backoff with jitter, and the waits forges ask
-//! for (`Retry-After`, GitHub's `x-ratelimit-*`, GitLab's `RateLimit-Reset`).
+//! When to try a forge again: what an error answer asks of us ([`classify`]), the waits
+//! forges ask for (`Retry-After`, GitHub's `x-ratelimit-*`, GitLab's `RateLimit-Reset`),
+//! exponential backoff with jitter for passing failures, and the longer holds of a rate
+//! limit that names no wait and of a refused token ([`RetryPolicy::hold`]).
 //!
 //! Pure: the clock and the headers are inputs.
 
@@ -9,30 +11,67 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use reqwest::header::HeaderMap;
 
-/// How a delivery is retried. One [`StatusWriter::post`](super::StatusWriter::post)
-/// makes at most `attempts` requests, sleeping [`RetryPolicy::delay`] between them; a
-/// wait the forge asks for that is longer than `max_wait` is not slept in place: the
-/// status stays in the outbox and the writer sends nothing to that forge until then.
+/// What a failed request asks of us.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FailureKind {
+    /// A passing failure (no answer, 5xx, 408, a token file not mounted yet): retried
+    /// with backoff, then kept in the outbox.
+    Transient,
+    /// A rate limit (429, GitHub's 403 rate limits): nothing is sent to the forge until
+    /// the wait is over ([`RetryPolicy::hold`]).
+    RateLimited,
+    /// The forge refused the token (401): nothing is sent to it for a long while, or
+    /// until the token file changes ([`RetryPolicy::hold`]).
+    Unauthorized,
+    /// Any other refusal (an unknown repository, an invalid field, a configuration that
+    /// cannot work): the same request fails the same way again.
+    Permanent,
+}
+
+/// How a delivery is retried, and how long a forge is held.
+///
+/// One [`StatusWriter::post`](super::StatusWriter::post) makes at most `attempts` tries
+/// of each status, sleeping [`RetryPolicy::delay`] between them. A rate limit or a
+/// refused token holds every request to the forge ([`RetryPolicy::hold`]); a hold of up
+/// to `max_wait` is slept in place, a longer one is not: the statuses stay in the outbox
+/// and go out once it is over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
-    /// Requests per delivery, the first included (at least 1).
+    /// Tries per delivery, the first included (at least 1).
     pub attempts: u32,
     /// The backoff before the first retry (before jitter).
     pub initial: Duration,
     /// The backoff never grows beyond this (before jitter).
     pub max_delay: Duration,
-    /// The longest forge-requested wait slept inside one delivery.
+    /// The longest wait slept inside one delivery.
     pub max_wait: Duration,
+    /// A rate limit that names no wait (GitHub's secondary limits, a 429 without
+    /// `Retry-After`) holds the forge this long, doubled for each further one in a row.
+    pub rate_limit_wait: Duration,
+    /// ... up to this.
+    pub max_rate_limit_wait: Duration,
+    /// A refused token (401) holds the forge this long, doubled for each further refusal
+    /// in a row, unless the token file changes first.
+    pub unauthorized_wait: Duration,
+    /// ... up to this.
+    pub max_unauthorized_wait: Duration,
 }
 
 impl Default for RetryPolicy {
-    /// 4 attempts, 500 ms doubling to at most 30 s, waits of up to 60 s slept in place.
+    /// 4 attempts, 500 ms doubling to at most 30 s, waits of up to 10 s slept in place;
+    /// a rate limit that names no wait holds the forge 1 minute doubling to 30 minutes
+    /// (GitHub asks for at least a minute, then exponential backoff), a refused token
+    /// 5 minutes doubling to 1 hour.
     fn default() -> RetryPolicy {
         RetryPolicy {
             attempts: 4,
             initial: Duration::from_millis(500),
             max_delay: Duration::from_secs(30),
-            max_wait: Duration::from_secs(60),
+            max_wait: Duration::from_secs(10),
+            rate_limit_wait: Duration::from_secs(60),
+            max_rate_limit_wait: Duration::from_secs(30 * 60),
+            unauthorized_wait: Duration::from_secs(5 * 60),
+            max_unauthorized_wait: Duration::from_secs(60 * 60),
         }
     }
 }
@@ -59,6 +98,30 @@ impl RetryPolicy {
         }
     }
 
+    /// How long the `strike`th rate limit or refused token in a row (1 for the first)
+    /// holds every request to the forge: the wait the forge asked for when it named one
+    /// (`Retry-After`, a rate-limit reset), otherwise the kind's first wait doubled for
+    /// each further strike, up to its maximum. `None` for the other kinds.
+    pub fn hold(
+        &self,
+        kind: FailureKind,
+        strike: u32,
+        asked: Option<Duration>,
+    ) -> Option<Duration> {
+        let (first, max) = match kind {
+            FailureKind::RateLimited => {
+                if let Some(asked) = asked {
+                    return Some(asked);
+                }
+                (self.rate_limit_wait, self.max_rate_limit_wait)
+            }
+            FailureKind::Unauthorized => (self.unauthorized_wait, self.max_unauthorized_wait),
+            FailureKind::Transient | FailureKind::Permanent => return None,
+        };
+        let exp = strike.saturating_sub(1).min(20);
+        Some(first.saturating_mul(1u32 << exp).min(max.max(first)))
+    }
+
     fn ceiling(&self, retry: u32) -> Duration {
         let exp = retry.saturating_sub(1).min(20);
         self.initial.saturating_mul(1u32 << exp).min(self.max_delay)
@@ -79,15 +142,35 @@ fn jitter(max: Duration) -> Duration {
     Duration::from_nanos(u64::try_from(picked).unwrap_or(u64::MAX))
 }
 
-/// Whether an error answer is worth retrying: 408, 429, every 5xx, and a 403 that is a
-/// rate limit (GitHub answers its primary limit with `x-ratelimit-remaining: 0` and its
-/// secondary limits with `Retry-After`). Any other 4xx will fail the same way again.
-pub fn is_retryable_status(status: u16, headers: &HeaderMap) -> bool {
+/// What an error answer asks of us:
+///
+/// - 401: the token is refused;
+/// - 429, and a 403 that is a rate limit: GitHub answers its primary limit with
+///   `x-ratelimit-remaining: 0`, its secondary limits with a message saying so ("You have
+///   exceeded a secondary rate limit"), sometimes with `Retry-After`;
+/// - 408 and every 5xx: passing;
+/// - any other 4xx fails the same way again.
+pub fn classify(status: u16, headers: &HeaderMap, message: &str) -> FailureKind {
     match status {
-        408 | 429 => true,
-        403 => headers.contains_key("retry-after") || ratelimit_exhausted(headers),
-        s => s >= 500,
+        401 => FailureKind::Unauthorized,
+        429 => FailureKind::RateLimited,
+        403 if headers.contains_key("retry-after")
+            || ratelimit_exhausted(headers)
+            || says_rate_limit(message) =>
+        {
+            FailureKind::RateLimited
+        }
+        408 => FailureKind::Transient,
+        s if s >= 500 => FailureKind::Transient,
+        _ => FailureKind::Permanent,
     }
+}
+
+/// GitHub's messages for its rate limits ("API rate limit exceeded", "You have exceeded
+/// a secondary rate limit", and the older "abuse detection mechanism").
+fn says_rate_limit(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    m.contains("rate limit") || m.contains("abuse detection")
 }
 
 /// How long the forge asks us to wait, from an error answer's headers:
@@ -158,6 +241,7 @@ mod tests {
             initial: Duration::from_millis(100),
             max_delay: Duration::from_millis(1000),
             max_wait: Duration::from_secs(60),
+            ..RetryPolicy::default()
         }
     }
 
@@ -215,14 +299,14 @@ mod tests {
             ("x-ratelimit-remaining", "0"),
             ("x-ratelimit-reset", "1700000030"),
         ]);
-        assert!(is_retryable_status(403, &h));
+        assert_eq!(classify(403, &h, ""), FailureKind::RateLimited);
         assert_eq!(requested_wait(403, &h, now), Some(Duration::from_secs(30)));
         // Remaining calls left: a 403 is a permission problem, not a rate limit.
         let h = headers(&[
             ("x-ratelimit-remaining", "4999"),
             ("x-ratelimit-reset", "1700000030"),
         ]);
-        assert!(!is_retryable_status(403, &h));
+        assert_eq!(classify(403, &h, ""), FailureKind::Permanent);
         assert_eq!(requested_wait(403, &h, now), None);
         // A reset already past still waits a second.
         let h = headers(&[("x-ratelimit-remaining", "0"), ("x-ratelimit-reset", "1")]);
@@ -240,14 +324,82 @@ mod tests {
     }
 
     #[test]
-    fn which_statuses_are_retried() {
+    fn what_error_answers_ask_of_us() {
         let none = HeaderMap::new();
-        for s in [408, 429, 500, 502, 503, 504] {
-            assert!(is_retryable_status(s, &none), "{s}");
+        for s in [408, 500, 502, 503, 504] {
+            assert_eq!(classify(s, &none, ""), FailureKind::Transient, "{s}");
         }
-        for s in [400, 401, 403, 404, 409, 422] {
-            assert!(!is_retryable_status(s, &none), "{s}");
+        for s in [400, 403, 404, 409, 422] {
+            assert_eq!(
+                classify(s, &none, "Not Found"),
+                FailureKind::Permanent,
+                "{s}"
+            );
         }
-        assert!(is_retryable_status(403, &headers(&[("retry-after", "60")])));
+        assert_eq!(
+            classify(401, &none, "Bad credentials"),
+            FailureKind::Unauthorized
+        );
+        // A 429 with or without Retry-After.
+        assert_eq!(classify(429, &none, ""), FailureKind::RateLimited);
+        // GitHub's 403 rate limits: by header, or by message alone.
+        assert_eq!(
+            classify(403, &headers(&[("retry-after", "60")]), ""),
+            FailureKind::RateLimited
+        );
+        assert_eq!(
+            classify(
+                403,
+                &headers(&[("x-ratelimit-remaining", "0"), ("x-ratelimit-reset", "1")]),
+                "API rate limit exceeded for user ID 1."
+            ),
+            FailureKind::RateLimited
+        );
+        assert_eq!(
+            classify(
+                403,
+                &headers(&[("x-ratelimit-remaining", "4990")]),
+                "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."
+            ),
+            FailureKind::RateLimited
+        );
+        assert_eq!(
+            classify(
+                403,
+                &none,
+                "You have triggered an abuse detection mechanism."
+            ),
+            FailureKind::RateLimited
+        );
+        assert_eq!(
+            classify(
+                403,
+                &headers(&[("x-ratelimit-remaining", "4999")]),
+                "Resource not accessible by integration"
+            ),
+            FailureKind::Permanent
+        );
+    }
+
+    #[test]
+    fn holds_wait_at_least_a_minute_then_double() {
+        let p = RetryPolicy::default();
+        let rate = |strike, asked| p.hold(FailureKind::RateLimited, strike, asked);
+        assert_eq!(rate(1, None), Some(Duration::from_secs(60)));
+        assert_eq!(rate(2, None), Some(Duration::from_secs(120)));
+        assert_eq!(rate(3, None), Some(Duration::from_secs(240)));
+        assert_eq!(rate(40, None), Some(Duration::from_secs(30 * 60)));
+        // A wait the forge names is what it gets.
+        assert_eq!(
+            rate(3, Some(Duration::from_secs(7))),
+            Some(Duration::from_secs(7))
+        );
+        let auth = |strike| p.hold(FailureKind::Unauthorized, strike, None);
+        assert_eq!(auth(1), Some(Duration::from_secs(300)));
+        assert_eq!(auth(2), Some(Duration::from_secs(600)));
+        assert_eq!(auth(5), Some(Duration::from_secs(3600)));
+        assert_eq!(auth(9), Some(Duration::from_secs(3600)));
+        assert_eq!(p.hold(FailureKind::Transient, 1, None), None);
+        assert_eq!(p.hold(FailureKind::Permanent, 1, None), None);
     }
 }

@@ -50,6 +50,16 @@ impl TokenFile {
     pub fn read(&self, forge: &'static str) -> Result<Secret, StatusError> {
         Secret::from_file(&self.0, forge)
     }
+
+    /// A hash of the token the file holds now (`None`: it cannot be read or is empty),
+    /// to tell whether the file changed since the forge refused a token. Never logged;
+    /// it identifies the token only within this process.
+    pub fn fingerprint(&self) -> Option<u64> {
+        let secret = self.read("token").ok()?;
+        let mut hasher = std::hash::DefaultHasher::new();
+        std::hash::Hash::hash(secret.expose(), &mut hasher);
+        Some(std::hash::Hasher::finish(&hasher))
+    }
 }
 
 #[cfg(test)]
@@ -69,5 +79,22 @@ mod tests {
         assert!(err.to_string().contains("empty"), "{err}");
         let missing = Secret::from_file(&dir.path().join("nope"), "GitHub").unwrap_err();
         assert!(missing.to_string().contains("nope"), "{missing}");
+    }
+
+    #[test]
+    fn fingerprints_tell_a_changed_token_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = TokenFile(dir.path().join("token"));
+        assert_eq!(file.fingerprint(), None);
+        std::fs::write(&file.0, "one\n").unwrap();
+        let one = file.fingerprint().unwrap();
+        std::fs::write(&file.0, "one").unwrap();
+        assert_eq!(
+            file.fingerprint(),
+            Some(one),
+            "trailing white space is not the token"
+        );
+        std::fs::write(&file.0, "two\n").unwrap();
+        assert_ne!(file.fingerprint(), Some(one));
     }
 }

@@ -16,13 +16,23 @@ const TOKEN: &str = "s3cr3t-t0ken-value";
 const SHA: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
 
 /// Short backoff so tests do not sleep for nothing; waits the forge asks for of up to
-/// 10 s are slept in place.
+/// 10 s are slept in place. The holds of a rate limit that names no wait (a minute, then
+/// doubling) and of a refused token (five minutes doubling to an hour) are scaled down
+/// the same way: 300 ms doubling, 200 ms doubling to 800 ms.
+const RATE_LIMIT_WAIT: Duration = Duration::from_millis(300);
+const UNAUTHORIZED_WAIT: Duration = Duration::from_millis(200);
+const MAX_UNAUTHORIZED_WAIT: Duration = Duration::from_millis(800);
+
 fn policy() -> RetryPolicy {
     RetryPolicy {
         attempts: 3,
         initial: Duration::from_millis(10),
         max_delay: Duration::from_millis(40),
         max_wait: Duration::from_secs(10),
+        rate_limit_wait: RATE_LIMIT_WAIT,
+        max_rate_limit_wait: Duration::from_secs(5),
+        unauthorized_wait: UNAUTHORIZED_WAIT,
+        max_unauthorized_wait: MAX_UNAUTHORIZED_WAIT,
     }
 }
 
@@ -267,7 +277,7 @@ async fn descriptions_are_cut_to_each_forge_limit() {
 }
 
 #[tokio::test]
-async fn a_wrong_token_is_rejected_once_and_a_fixed_file_is_picked_up() {
+async fn a_wrong_token_holds_the_forge_and_a_fixed_file_is_picked_up_at_once() {
     for kind in ALL {
         let s = setup(kind).await;
         std::fs::write(&s.token_file, "not-the-token\n").unwrap();
@@ -275,29 +285,94 @@ async fn a_wrong_token_is_rejected_once_and_a_fixed_file_is_picked_up() {
             StatusState::Pending,
             "rolling out: 1/2 nodes on kubelet-gpu-x",
         );
-        let Delivery::Rejected(error) = s.writer.post(&pending).await else {
-            panic!("{kind:?}: a wrong token must be rejected");
+        let Delivery::Queued { reason } = s.writer.post(&pending).await else {
+            panic!("{kind:?}: a refused token keeps the status in the outbox");
         };
-        assert_eq!(error.http_status(), Some(401), "{kind:?}");
-        assert!(!error.is_retryable());
-        let text = format!("{error} {error:?}");
+        assert!(reason.contains("answered 401"), "{kind:?}: {reason}");
         assert!(
-            !text.contains("not-the-token") && !text.contains(TOKEN),
-            "{text}"
+            !reason.contains("not-the-token") && !reason.contains(TOKEN),
+            "{reason}"
         );
-        // 401 is not retried.
+        // 401 is not retried in place, and holds every request to the forge.
         assert_eq!(s.server.requests().len(), 1, "{kind:?}");
-        assert!(s.writer.queued().is_empty());
-        // The token is read at each request: fixing the file fixes the next post.
-        std::fs::write(&s.token_file, format!("{TOKEN}\n")).unwrap();
-        assert!(
-            matches!(s.writer.post(&pending).await, Delivery::Posted),
-            "{kind:?}"
+        let success = status(StatusState::Success, "2/2 nodes on kubelet-gpu-x");
+        let Delivery::Queued { reason } = s.writer.post(&success).await else {
+            panic!("{kind:?}: held");
+        };
+        assert!(reason.contains("refused the token"), "{kind:?}: {reason}");
+        assert_eq!(
+            s.server.requests().len(),
+            1,
+            "{kind:?}: nothing sent while held"
         );
-        assert_eq!(s.server.statuses().len(), 1);
+        assert_eq!(
+            s.writer.queued(),
+            std::slice::from_ref(&success),
+            "the newest only"
+        );
+        // The token is read at each request: a fixed file lifts the hold at once.
+        std::fs::write(&s.token_file, format!("{TOKEN}\n")).unwrap();
+        let report = s.writer.flush().await;
+        assert_eq!((report.delivered, report.still_queued), (1, 0), "{kind:?}");
+        let got = s.server.statuses();
+        assert_eq!(got.len(), 1, "{kind:?}");
+        assert_eq!(got[0].description, success.description);
         assert_clean(&s.server);
         let debug = format!("{:?}", s.writer);
         assert!(!debug.contains(TOKEN), "{debug}");
+    }
+}
+
+/// A wrong token, rounds of statuses and flushes every 50 ms for 3 s: the forge gets a
+/// request when each hold ends (200 ms doubling to 800 ms here; 5 minutes doubling to an
+/// hour by default), not every round. Before, every status of every round was sent (120
+/// requests for this span).
+#[tokio::test]
+async fn a_refused_token_costs_a_bounded_number_of_requests() {
+    for kind in [Kind::GitHub, Kind::Gitea] {
+        let s = setup(kind).await;
+        std::fs::write(&s.token_file, "revoked\n").unwrap();
+        let span = Duration::from_secs(3);
+        let start = std::time::Instant::now();
+        let mut round = 0;
+        while start.elapsed() < span {
+            round += 1;
+            let deliveries = s
+                .writer
+                .post_all(&[
+                    status(
+                        StatusState::Pending,
+                        &format!("rolling out: {round}/90 nodes"),
+                    ),
+                    CommitStatus::new(SHA, "kubelet-gitops", StatusState::Pending, "1 pool"),
+                ])
+                .await;
+            assert!(
+                deliveries
+                    .iter()
+                    .all(|d| matches!(d, Delivery::Queued { .. } | Delivery::Unchanged)),
+                "{kind:?}: {deliveries:?}"
+            );
+            s.writer.flush().await;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let requests = s.server.requests();
+        assert!(requests.iter().all(|r| r.answer == 401), "{kind:?}");
+        // At 0, 0.2, 0.6, 1.4, 2.2 and 3.0 s at most; one more for the loop's slack.
+        assert!(
+            (2..=7).contains(&requests.len()),
+            "{kind:?}: {} requests in {round} rounds",
+            requests.len()
+        );
+        // Consecutive refusals are at least the growing hold apart.
+        let mut hold = UNAUTHORIZED_WAIT;
+        for pair in requests.windows(2) {
+            let gap = pair[1].at.duration_since(pair[0].at);
+            assert!(gap >= hold, "{kind:?}: {gap:?} < {hold:?}");
+            hold = (hold * 2).min(MAX_UNAUTHORIZED_WAIT);
+        }
+        assert_eq!(s.writer.queued().len(), 2, "the newest per context waits");
+        assert_clean(&s.server);
     }
 }
 
@@ -458,7 +533,8 @@ async fn a_round_is_one_request_per_status_that_changed() {
             StatusState::Pending,
             "2 pools: 1 in progress, 1 done",
         );
-        // The first request meets a brief outage: that status alone is retried.
+        // The first request meets a brief outage: that status alone is retried, after
+        // the others of the round were sent.
         s.server.inject([Fault::ServerError]);
         let deliveries = s
             .writer
@@ -483,8 +559,8 @@ async fn a_round_is_one_request_per_status_that_changed() {
             .collect();
         assert_eq!(
             contexts,
-            ["kubelet-gitops/gpu", "kubelet-gitops/cpu", "kubelet-gitops"],
-            "{kind:?}"
+            ["kubelet-gitops/cpu", "kubelet-gitops", "kubelet-gitops/gpu"],
+            "{kind:?}: the failed one does not hold back the others"
         );
         // The next round sends only what changed.
         let gpu_done = status(StatusState::Success, "2/2 nodes on kubelet-gpu-x");
@@ -575,6 +651,112 @@ async fn gitlab_rate_limit_waits_for_the_reset() {
         "retried before the announced reset"
     );
     assert_clean(&s.server);
+}
+
+/// GitHub's secondary rate limit (a 403 saying so, calls left on the primary limit, no
+/// `Retry-After`) and a bare 429: the next request waits at least the policy's first
+/// hold (a minute by default), the one after that twice as long. Before, a bare 429 was
+/// retried after the ordinary backoff (10 ms here, 0.5 s by default) and the secondary
+/// 403 was not retried at all.
+#[tokio::test]
+async fn rate_limits_that_name_no_wait_hold_at_least_a_minute_then_longer() {
+    for (kind, fault) in [
+        (
+            Kind::GitHub,
+            Fault::GitHubSecondaryRateLimit { retry_after: None },
+        ),
+        (Kind::GitHub, Fault::TooManyRequests),
+        (Kind::GitLab, Fault::TooManyRequests),
+        (Kind::Gitea, Fault::TooManyRequests),
+    ] {
+        let s = setup(kind).await;
+        s.server.inject([fault, fault]);
+        let delivery = s
+            .writer
+            .post(&status(StatusState::Success, "1/1 nodes"))
+            .await;
+        assert!(
+            matches!(delivery, Delivery::Posted),
+            "{kind:?} {fault:?}: {delivery:?}"
+        );
+        let requests = s.server.requests();
+        let answers: Vec<u16> = requests.iter().map(|r| r.answer).collect();
+        assert_eq!(answers[..2], [answers[0]; 2], "{kind:?} {fault:?}");
+        assert!(answers[0] == 403 || answers[0] == 429);
+        assert_eq!(answers[2], 201, "{kind:?} {fault:?}");
+        let first = requests[1].at.duration_since(requests[0].at);
+        let second = requests[2].at.duration_since(requests[1].at);
+        assert!(first >= RATE_LIMIT_WAIT, "{kind:?} {fault:?}: {first:?}");
+        assert!(
+            second >= RATE_LIMIT_WAIT * 2,
+            "{kind:?} {fault:?}: {second:?}"
+        );
+        assert_clean(&s.server);
+    }
+}
+
+/// A secondary rate limit with `Retry-After`: that wait, as the forge asks.
+#[tokio::test]
+async fn a_secondary_rate_limit_with_retry_after_is_honoured() {
+    let s = setup(Kind::GitHub).await;
+    s.server.inject([Fault::GitHubSecondaryRateLimit {
+        retry_after: Some(1),
+    }]);
+    assert!(matches!(
+        s.writer
+            .post(&status(StatusState::Success, "1/1 nodes"))
+            .await,
+        Delivery::Posted
+    ));
+    let requests = s.server.requests();
+    assert_eq!((requests[0].answer, requests[1].answer), (403, 201));
+    assert!(requests[1].at.duration_since(requests[0].at) >= Duration::from_secs(1));
+    assert_clean(&s.server);
+}
+
+/// A status waiting out its backoff after a passing failure holds back no other: while
+/// it sleeps, another post goes out at once (it used to wait for the sleeping one).
+#[tokio::test]
+async fn a_status_in_backoff_holds_back_no_other() {
+    let server = ForgeServer::start(Kind::GitHub, TOKEN).await;
+    let dir = tempfile::tempdir().unwrap();
+    let slow = RetryPolicy {
+        initial: Duration::from_secs(60),
+        max_delay: Duration::from_secs(60),
+        ..policy()
+    };
+    let writer = std::sync::Arc::new(StatusWriter::new(
+        backend(Kind::GitHub, &server.base_url(), token_file(&dir, TOKEN)),
+        slow,
+    ));
+    server.inject([Fault::ServerError]);
+    let first = tokio::spawn({
+        let writer = writer.clone();
+        async move {
+            writer
+                .post(&status(StatusState::Success, "3/3 nodes"))
+                .await
+        }
+    });
+    while server.requests().is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let other = CommitStatus::new(SHA, "kubelet-gitops", StatusState::Success, "1 pool");
+    assert!(matches!(writer.post(&other).await, Delivery::Posted));
+    let answers: Vec<(u16, String)> = server
+        .requests()
+        .iter()
+        .map(|r| (r.answer, r.path.clone()))
+        .collect();
+    assert_eq!(
+        answers.len(),
+        2,
+        "the first is still in its backoff: {answers:?}"
+    );
+    assert_eq!((answers[0].0, answers[1].0), (500, 201));
+    assert_eq!(server.statuses()[0].context, "kubelet-gitops");
+    first.abort();
+    assert_clean(&server);
 }
 
 #[tokio::test]

@@ -87,6 +87,7 @@ fn policy() -> RetryPolicy {
         initial: Duration::from_millis(1),
         max_delay: Duration::from_millis(2),
         max_wait: Duration::from_secs(1),
+        ..RetryPolicy::default()
     }
 }
 

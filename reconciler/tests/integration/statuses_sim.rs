@@ -14,7 +14,7 @@ use crate::support::*;
 use kubelet_gitops_core::inventory::Inventory;
 use reconciler::controller::{RunConfig, RunningController, StatusBackendConfig, StatusConfig};
 use reconciler::rollout::PoolPhase;
-use reconciler::status::{GitHubConfig, PLAN_MARKER};
+use reconciler::status::{GitHubConfig, GiteaConfig, PLAN_MARKER};
 
 const TOKEN: &str = "forge-t0ken-for-tests";
 
@@ -559,4 +559,142 @@ async fn a_node_message_with_newlines_and_terminal_escapes_reaches_the_status_es
     );
     assert!(!note.contains('\u{1b}') && !note.contains('\r'), "{note:?}");
     h.finish(r).await;
+}
+
+/// The forge backend for `kind`, posting to `forge` with the token in `token_file`.
+fn forge_backend(kind: Kind, forge: &ForgeServer, token_file: &Path) -> StatusBackendConfig {
+    match kind {
+        Kind::Gitea => StatusBackendConfig::Gitea(GiteaConfig {
+            url: forge.base_url(),
+            owner: OWNER.into(),
+            repo: REPO.into(),
+            token_file: token_file.to_path_buf(),
+        }),
+        _ => StatusBackendConfig::GitHub(
+            GitHubConfig::new(OWNER, REPO, token_file).with_api_url(forge.base_url()),
+        ),
+    }
+}
+
+/// A reconciler restarted while the branch head does not validate reviews no pull
+/// request before it has resumed the commit the cluster is on: the plans it posts after
+/// the restart are those posted before it (not "every pool compared with nothing"), and
+/// the plan comments, whose text did not change, are not edited.
+async fn a_restart_on_an_invalid_head_reviews_against_the_commit_the_cluster_is_on(kind: Kind) {
+    let forge = ForgeServer::start(kind, TOKEN).await;
+    let (h, remote) = two_pool_cluster().await;
+    let token_file = h.dir.path().join("forge-token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+    let status = || StatusConfig {
+        backend: forge_backend(kind, &forge, &token_file),
+        review: true,
+        comment: true,
+        ..StatusConfig::default()
+    };
+    two_pools(&h, "    maxPods: 60\n");
+    let base = h.repo.commit("valid");
+    remote.push_main(&h);
+    // Two pull requests branched off the applied commit, each changing one pool.
+    h.repo.pool("a", "maxUnavailable: 2", "    maxPods: 90\n");
+    let pr7 = h.repo.commit("pool a: maxPods 90");
+    remote.push(&h.repo.path, &pr7, "refs/pull/7/head");
+    git(&h.repo.path, &["reset", "--quiet", "--hard", &base]);
+    h.repo.pool("b", "maxUnavailable: 2", "    maxPods: 91\n");
+    let pr8 = h.repo.commit("pool b: maxPods 91");
+    remote.push(&h.repo.path, &pr8, "refs/pull/8/head");
+    git(&h.repo.path, &["reset", "--quiet", "--hard", &base]);
+
+    let plans = |sha: &str| -> Vec<String> {
+        forge
+            .statuses()
+            .into_iter()
+            .filter(|s| s.sha == sha && s.context == "kubelet-gitops/plan")
+            .map(|s| format!("{}: {}", s.state, s.description))
+            .collect()
+    };
+    let wait_plans = async |what: &str, sha: &str, n: usize| {
+        eventually(what, LONG, || {
+            let seen = plans(sha);
+            if seen.len() >= n {
+                Ok(seen)
+            } else {
+                Err(format!("{seen:?}; statuses: {:#?}", forge.statuses()))
+            }
+        })
+        .await
+    };
+    let wait_comment = async |pr: u64| {
+        eventually(&format!("the plan comment on {pr}"), LONG, || {
+            match forge.comments(pr).as_slice() {
+                [one] => Ok(one.clone()),
+                other => Err(format!("{other:#?}")),
+            }
+        })
+        .await
+    };
+
+    let first = h.reconciler(config(&h, &remote, status())).await;
+    let mut sync = first.sync_state();
+    wait_state(&mut sync, "the valid commit complete", LONG, |s| {
+        s.applied.as_ref().is_some_and(|a| a.commit == base) && all_complete(s, 2)
+    })
+    .await;
+    assert_eq!(
+        wait_plans("pull request 7 planned", &pr7, 1).await,
+        ["success: 1 pool changes, 3 nodes"]
+    );
+    assert_eq!(
+        wait_plans("pull request 8 planned", &pr8, 1).await,
+        ["success: 1 pool changes, 3 nodes"]
+    );
+    let comment7 = wait_comment(7).await;
+    wait_comment(8).await;
+    first.stop().await.unwrap();
+
+    // While no reconciler runs, the branch gets a commit that does not validate.
+    two_pools(&h, "    maxPod: 61\n");
+    let bad = h.repo.commit("typo");
+    remote.push_main(&h);
+    let restarted_at = forge.requests().len();
+
+    let second = h.reconciler(config(&h, &remote, status())).await;
+    let mut sync = second.sync_state();
+    // The reviewer of the restarted reconciler reviews both heads once more, 7 then 8:
+    // once 8 has its plan status again, 7's comment was handled.
+    let after7 = wait_plans("pull request 7 planned again", &pr7, 2).await;
+    let after8 = wait_plans("pull request 8 planned again", &pr8, 2).await;
+    assert_eq!(
+        after7, ["success: 1 pool changes, 3 nodes"; 2],
+        "the plan of 7 after the restart is the one before it"
+    );
+    assert_eq!(after8[1], after8[0], "the plan of 8 after the restart");
+    let state = wait_state(&mut sync, "resumed on the valid commit", LONG, |s| {
+        s.applied.as_ref().is_some_and(|a| a.commit == base)
+    })
+    .await;
+    assert_eq!(state.rejected.map(|r| r.commit), Some(bad));
+    assert_eq!(wait_comment(7).await, comment7, "comment 7 unchanged");
+    let edits: Vec<String> = forge.requests()[restarted_at..]
+        .iter()
+        .filter(|r| r.method != "GET" && r.path.contains("/comments"))
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert!(
+        !edits
+            .iter()
+            .any(|e| e.ends_with(&format!("/comments/{}", comment7.0))),
+        "comment 7 edited after the restart: {edits:?}"
+    );
+    assert!(forge.violations().is_empty(), "{:#?}", forge.violations());
+    h.finish(second).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn github_a_restart_on_an_invalid_head_reviews_against_the_commit_the_cluster_is_on() {
+    a_restart_on_an_invalid_head_reviews_against_the_commit_the_cluster_is_on(Kind::GitHub).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gitea_a_restart_on_an_invalid_head_reviews_against_the_commit_the_cluster_is_on() {
+    a_restart_on_an_invalid_head_reviews_against_the_commit_the_cluster_is_on(Kind::Gitea).await;
 }

@@ -15,8 +15,8 @@
 //! recorded in [`ForgeServer::violations`]; tests assert there are none. A wrong token
 //! is answered 401 (that is the forge working, not a client bug). Accepted statuses are
 //! recorded with their arrival time. The server can be told to be down (500s), or to
-//! answer the next requests with 429 + `Retry-After`, GitHub's rate-limit 403, or
-//! GitLab's rate-limit 429.
+//! answer the next requests with 429 + `Retry-After`, a bare 429, GitHub's primary and
+//! secondary rate-limit 403s, or GitLab's rate-limit 429.
 //!
 //! GitLab's refusal to move a status to the state it already has ("Cannot transition
 //! status via :run from :running", 400) is played too.
@@ -61,6 +61,11 @@ pub enum Fault {
     /// GitLab's rate limit: 429 with `RateLimit-Remaining: 0` and `RateLimit-Reset`
     /// (Unix seconds), no `Retry-After`.
     GitLabRateLimit { reset_in: u64 },
+    /// GitHub's secondary rate limit: 403 with its message, calls left on the primary
+    /// limit, and `Retry-After: <secs>` when given.
+    GitHubSecondaryRateLimit { retry_after: Option<u64> },
+    /// 429 without `Retry-After` or any rate-limit header.
+    TooManyRequests,
     /// The request is carried out, but the answer is lost (a 502 from a proxy).
     LostAnswer,
 }
@@ -349,6 +354,26 @@ impl ServerState {
                     "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"
                 }),
             ),
+            Fault::GitHubSecondaryRateLimit { retry_after } => {
+                let mut extra = headers(&[
+                    ("x-ratelimit-limit", "5000"),
+                    ("x-ratelimit-remaining", "4990"),
+                    ("x-ratelimit-used", "10"),
+                    ("x-ratelimit-resource", "core"),
+                ]);
+                if let Some(secs) = retry_after {
+                    extra.push(("retry-after", secs.to_string()));
+                }
+                (
+                    403,
+                    extra,
+                    json!({
+                        "message": "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. If you reach out to GitHub Support for help, please include the request ID E198:4063:33BD6:375FF:652AAB04.",
+                        "documentation_url": "https://docs.github.com/free-pro-team@latest/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"
+                    }),
+                )
+            }
+            Fault::TooManyRequests => plain(429, json!({"message": "Too Many Requests"})),
             Fault::GitLabRateLimit { reset_in } => (
                 429,
                 headers(&[
