@@ -107,7 +107,8 @@ pub struct NodeFiles<'a> {
     /// The node's config file: read in drop-in mode (in replace mode the payload takes
     /// its place; without a payload, it is what the node runs).
     pub config_file: Option<Source<'a>>,
-    /// The node's drop-ins, in any order, without the agent's own (drop-in mode).
+    /// The node's drop-ins, in any order. In drop-in mode a payload takes the place of
+    /// the agent's own ([`NodeFiles::agent_drop_in`]), which stays when there is none.
     pub drop_ins: Vec<Source<'a>>,
     /// In drop-in mode, the path of the agent's drop-in (which decides its place in the
     /// kubelet's order).
@@ -171,7 +172,9 @@ fn sources<'a>(
     let mut drop_ins: Vec<Source<'a>> = node
         .drop_ins
         .iter()
-        .filter(|s| node.mode == Mode::Replace || Some(s.name) != node.agent_drop_in)
+        .filter(|s| {
+            payload.is_none() || node.mode == Mode::Replace || Some(s.name) != node.agent_drop_in
+        })
         .copied()
         .collect();
     let payload_name = payload.map(|p| match node.mode {
