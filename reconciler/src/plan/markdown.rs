@@ -24,6 +24,14 @@ pub fn summary(plan: &Plan) -> String {
             plural(nodes.len(), "node", "nodes")
         ));
     }
+    if !plan.refusals.is_empty() {
+        let nodes: usize = plan.refusals.iter().map(|r| r.nodes.len()).sum();
+        parts.push(format!(
+            "error: {} would refuse {} config",
+            plural(nodes, "node", "nodes"),
+            if nodes == 1 { "its" } else { "their" }
+        ));
+    }
     let pools = plan.changed_pools().count();
     let nodes = plan.changed_nodes().len();
     let verb = if pools == 1 { "changes" } else { "change" };
@@ -129,6 +137,21 @@ pub fn to_markdown(plan: &Plan) -> String {
         );
         for o in &plan.overlaps {
             let _ = writeln!(out, "> - {o}");
+        }
+        out.push('\n');
+    }
+    if !plan.refusals.is_empty() {
+        let nodes: usize = plan.refusals.iter().map(|r| r.nodes.len()).sum();
+        let _ = writeln!(
+            out,
+            "> [!CAUTION]\n> **{} would refuse the config of {} pool (checked as the node agent \
+             checks it, against the node's kubelet flags and drop-ins): this revision cannot be \
+             applied.** Change the pool or the base, or the nodes' kubelet set-up.\n>",
+            plural(nodes, "node", "nodes"),
+            if nodes == 1 { "its" } else { "their" }
+        );
+        for r in &plan.refusals {
+            let _ = writeln!(out, "> - {}: {r}", r.source_path);
         }
         out.push('\n');
     }
