@@ -161,8 +161,11 @@ pub struct Args {
     )]
     pub cgroup_root: PathBuf,
 
-    /// The cgroup driver the kubelet uses (its cgroupDriver): how reserved cgroups such
-    /// as /system.slice are named and created.
+    /// The container runtime's cgroup driver (containerd's `SystemdCgroup = true` is
+    /// systemd): how reserved cgroups such as /system.slice are named and created. A
+    /// config whose effective cgroupDriver differs is refused (a runtime that does not
+    /// report its driver to the kubelet would run it, and no new pod could start), and
+    /// configz showing this driver is what the kubelet runs.
     #[arg(
         long,
         env = "KUBELET_GITOPS_CGROUP_DRIVER",
