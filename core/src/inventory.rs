@@ -39,8 +39,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::decode::{self, DecodeError, SourceMap, join_index, join_key};
-use crate::flags::{KubeletFlags, split_command_line};
 use crate::effective::Source;
+use crate::flags::{KubeletFlags, split_command_line};
 use crate::names::{self, Wording};
 use crate::node_setup::{self, Mode, NodeFiles, NodeSetup};
 use crate::quantity::{Format, Quantity};
@@ -176,10 +176,13 @@ impl InventoryNode {
             .and_then(|f| f.config_file())
             .unwrap_or("kubeletConfig")
             .to_string();
-        let agent_drop_in = flags
-            .as_ref()
-            .and_then(|f| f.config_dir())
-            .map(|dir| format!("{}/{}", dir.trim_end_matches('/'), node_setup::AGENT_DROP_IN_FILE));
+        let agent_drop_in = flags.as_ref().and_then(|f| f.config_dir()).map(|dir| {
+            format!(
+                "{}/{}",
+                dir.trim_end_matches('/'),
+                node_setup::AGENT_DROP_IN_FILE
+            )
+        });
         let files = NodeFiles {
             mode,
             config_file: self

@@ -589,7 +589,11 @@ mod tests {
             },
             None,
         );
-        assert_eq!(setup.flags, ["--cgroups-per-qos=false"], "config flags only");
+        assert_eq!(
+            setup.flags,
+            ["--cgroups-per-qos=false"],
+            "config flags only"
+        );
         let r = refused(setup.check("pools/general.yaml", config("maxPods: 64\n").as_bytes()));
         assert_eq!(r.reason, reason::VALIDATE_ERROR);
         assert_eq!(
@@ -634,8 +638,9 @@ mod tests {
         );
         let r = refused(setup.check("p.yaml", config("cgroupDriver: systemd\n").as_bytes()));
         assert!(
-            r.detail
-                .starts_with("cgroupDriver is \"cgroupfs\" (value set by the kubelet flag --cgroup-driver) but"),
+            r.detail.starts_with(
+                "cgroupDriver is \"cgroupfs\" (value set by the kubelet flag --cgroup-driver) but"
+            ),
             "{}",
             r.detail
         );
@@ -669,7 +674,11 @@ mod tests {
         };
         let setup = report(&files, Some("systemd"));
         let paths: Vec<&str> = setup.drop_ins.iter().map(|f| f.path.as_str()).collect();
-        assert_eq!(paths, [early_name.as_str(), late_name.as_str()], "ours left out, in order");
+        assert_eq!(
+            paths,
+            [early_name.as_str(), late_name.as_str()],
+            "ours left out, in order"
+        );
         // The node's file sets the driver, so a drop-in without it is fine; 90-z wins.
         let Verdict::Accepted(eff) = setup.check("p.yaml", config("maxPods: 45\n").as_bytes())
         else {
@@ -726,7 +735,11 @@ mod tests {
         assert!(setup.drop_ins[0].error.is_some());
         let r = refused(setup.check("p.yaml", config("").as_bytes()));
         assert_eq!(r.reason, reason::LOAD_ERROR);
-        assert!(r.detail.starts_with("node file /d/10.conf: "), "{}", r.detail);
+        assert!(
+            r.detail.starts_with("node file /d/10.conf: "),
+            "{}",
+            r.detail
+        );
     }
 
     #[test]
@@ -769,11 +782,16 @@ mod tests {
             None,
         );
         let r = refused(setup.check("p.yaml", config("").as_bytes()));
-        assert!(r.detail.starts_with('[') && r.detail.ends_with(']'), "{}", r.detail);
+        assert!(
+            r.detail.starts_with('[') && r.detail.ends_with(']'),
+            "{}",
+            r.detail
+        );
         assert!(
             r.detail
                 .contains("(value set by the kubelet flag --image-gc-high-threshold)")
-                && r.detail.contains("(value set by the kubelet flag --cgroups-per-qos)"),
+                && r.detail
+                    .contains("(value set by the kubelet flag --cgroups-per-qos)"),
             "{}",
             r.detail
         );

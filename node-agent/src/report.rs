@@ -608,6 +608,9 @@ mod tests {
                 NODE_SETUP: "{\"version\":1,\"flags\":[\"--max-pods=50\"]}"
             }}}))
         );
-        assert!(setup_patch(&BTreeMap::new(), "{}").is_some(), "removed by hand");
+        assert!(
+            setup_patch(&BTreeMap::new(), "{}").is_some(),
+            "removed by hand"
+        );
     }
 }

@@ -316,10 +316,7 @@ impl HostFiles {
                 Placement::ConfigFile { .. } => Mode::Replace,
                 Placement::DropIn { .. } => Mode::DropIn,
             },
-            config_file: self
-                .config_file
-                .as_ref()
-                .map(|(n, b)| Source::new(n, b)),
+            config_file: self.config_file.as_ref().map(|(n, b)| Source::new(n, b)),
             drop_ins: self
                 .drop_ins
                 .iter()
@@ -355,8 +352,9 @@ pub fn node_setup(node: &NodeContext) -> NodeSetup {
     let v2 = Some(node.cgroups.version == CgroupVersion::V2);
     match HostFiles::read(node, false) {
         Ok(host) => NodeSetup::report(&host.files(node), driver, v2),
-        Err(r) => NodeSetup::report(&NodeFiles::default(), driver, v2)
-            .cut(format!("the agent cannot read the node's kubelet files: {r}")),
+        Err(r) => NodeSetup::report(&NodeFiles::default(), driver, v2).cut(format!(
+            "the agent cannot read the node's kubelet files: {r}"
+        )),
     }
 }
 

@@ -88,7 +88,8 @@ impl fmt::Display for Unchecked {
 }
 
 /// Why a node without a report is not checked.
-pub const NO_REPORT: &str = "no report of the node's kubelet set-up: its agent predates the report or is not running";
+pub const NO_REPORT: &str =
+    "no report of the node's kubelet set-up: its agent predates the report or is not running";
 
 /// What checking one pool against its nodes found.
 #[derive(Debug, Clone, Default)]
@@ -235,14 +236,12 @@ mod tests {
     use crate::source::MemorySource;
 
     fn pool(kubelet: &str) -> RenderedPool {
-        let src = MemorySource::new([
-            (
-                "pools/general.yaml".to_string(),
-                format!(
-                    "apiVersion: kubelet-gitops.io/v1alpha1\nkind: NodePool\nmetadata: {{name: general}}\nspec:\n  nodeSelector: {{}}\n  kubelet:\n{kubelet}"
-                ),
+        let src = MemorySource::new([(
+            "pools/general.yaml".to_string(),
+            format!(
+                "apiVersion: kubelet-gitops.io/v1alpha1\nkind: NodePool\nmetadata: {{name: general}}\nspec:\n  nodeSelector: {{}}\n  kubelet:\n{kubelet}"
             ),
-        ]);
+        )]);
         render::render_repo(&src, &RenderOptions::default())
             .expect("renders")
             .pools
@@ -324,7 +323,9 @@ mod tests {
         let check = check_pool(&p, &[&n]);
         assert_eq!(check.checks, 0);
         assert!(
-            check.unchecked[0].why.starts_with("its report cannot be used: "),
+            check.unchecked[0]
+                .why
+                .starts_with("its report cannot be used: "),
             "{:?}",
             check.unchecked
         );
@@ -365,10 +366,12 @@ mod tests {
             labelled(node("fine", "")),
         ];
         let check = check_commit(&rendered, "kubelet-gitops", &nodes);
-        assert_eq!(check.reached, 2, "not the node on the target, not the one outside");
+        assert_eq!(
+            check.reached, 2,
+            "not the node on the target, not the one outside"
+        );
         assert_eq!(check.refused.len(), 1);
         assert_eq!(check.refused[0].nodes, ["new"]);
         assert_eq!(check.refused[0].source_path, "pools/general.yaml");
     }
 }
-

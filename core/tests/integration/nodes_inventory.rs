@@ -186,31 +186,48 @@ fn the_setup_fields_give_what_the_agent_would_report() {
 #[test]
 fn bad_setup_fields_are_errors_with_lines() {
     let bad = SETUP
-        .replace("runtimeCgroupDriver: systemd", "runtimeCgroupDriver: system")
+        .replace(
+            "runtimeCgroupDriver: systemd",
+            "runtimeCgroupDriver: system",
+        )
         .replace("cgroupVersion: v2", "cgroupVersion: \"2\"")
         .replace("10-eviction.conf", "10-eviction.yaml");
     let msg = errors(&bad);
     assert!(
-        msg.contains("inv.yaml:11:") && msg.contains("nodes[0].runtimeCgroupDriver: Unsupported value: \"system\""),
+        msg.contains("inv.yaml:11:")
+            && msg.contains("nodes[0].runtimeCgroupDriver: Unsupported value: \"system\""),
         "{msg}"
     );
-    assert!(msg.contains("nodes[0].cgroupVersion: Unsupported value: \"2\""), "{msg}");
     assert!(
-        msg.contains("inv.yaml:6:") && msg.contains("a drop-in is an absolute path ending in .conf"),
+        msg.contains("nodes[0].cgroupVersion: Unsupported value: \"2\""),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("inv.yaml:6:")
+            && msg.contains("a drop-in is an absolute path ending in .conf"),
         "{msg}"
     );
     let no_dir = SETUP
         .replace(" --config-dir=/etc/kubernetes/kubelet.conf.d", "")
-        .replace("cgroupVersion: v2", "cgroupVersion: v2\n    agentMode: drop-in");
+        .replace(
+            "cgroupVersion: v2",
+            "cgroupVersion: v2\n    agentMode: drop-in",
+        );
     let msg = errors(&no_dir);
-    assert!(msg.contains("nodes[0].agentMode:") && msg.contains("--config-dir"), "{msg}");
+    assert!(
+        msg.contains("nodes[0].agentMode:") && msg.contains("--config-dir"),
+        "{msg}"
+    );
     let stray = SETUP.replace(
         "cgroupVersion: v2",
         "cgroupVersion: v2\n    kubeletConfig: \"maxPods: 1\"",
     );
     let msg = errors(&stray);
     assert!(msg.contains("nodes[0].kubeletConfig: Forbidden"), "{msg}");
-    let unknown_mode = SETUP.replace("cgroupVersion: v2", "cgroupVersion: v2\n    agentMode: dropin");
+    let unknown_mode = SETUP.replace(
+        "cgroupVersion: v2",
+        "cgroupVersion: v2\n    agentMode: dropin",
+    );
     let msg = errors(&unknown_mode);
     assert!(msg.contains("agentMode"), "{msg}");
 }
@@ -229,7 +246,8 @@ fn in_drop_in_mode_the_nodes_own_file_is_read_and_the_agents_drop_in_placed() {
     );
     assert!(setup.config_file.is_some());
     // The node's file sets what the pool's drop-in leaves out.
-    let drop_in = b"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 64\n";
+    let drop_in =
+        b"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 64\n";
     assert!(matches!(
         setup.check("pools/a.yaml", drop_in),
         kubelet_gitops_core::node_setup::Verdict::Accepted(_)

@@ -37,7 +37,10 @@ async fn reported_setup(h: &Harness, pred: impl Fn(&NodeSetup) -> bool) -> NodeS
 /// The sim's config.yaml without its `cgroupDriver: systemd` line: the kubelet's default,
 /// cgroupfs, applies.
 fn without_cgroup_driver(extra: &str) -> String {
-    format!("{}{extra}", BASE_CONFIG.replace("cgroupDriver: systemd\n", ""))
+    format!(
+        "{}{extra}",
+        BASE_CONFIG.replace("cgroupDriver: systemd\n", "")
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -66,7 +69,10 @@ async fn a_kubelet_flag_that_breaks_the_config_is_named_in_the_degraded_message(
     );
 
     // The report carries what the reconciler needs to say the same before publishing.
-    let setup = reported_setup(&h, |s| s.flags.iter().any(|f| f.contains("cgroups-per-qos"))).await;
+    let setup = reported_setup(&h, |s| {
+        s.flags.iter().any(|f| f.contains("cgroups-per-qos"))
+    })
+    .await;
     assert_eq!(
         setup.flags,
         ["--max-pods=50", "--cgroups-per-qos=false"],
@@ -74,7 +80,10 @@ async fn a_kubelet_flag_that_breaks_the_config_is_named_in_the_degraded_message(
     );
     assert_eq!(setup.mode, Mode::Replace);
     assert_eq!(setup.runtime_cgroup_driver.as_deref(), Some("systemd"));
-    let verdict = setup.check("pools/general.yaml", config_with("maxPods: 64\n").as_bytes());
+    let verdict = setup.check(
+        "pools/general.yaml",
+        config_with("maxPods: 64\n").as_bytes(),
+    );
     let kubelet_gitops_core::node_setup::Verdict::Refused(r) = verdict else {
         panic!("the report does not refuse it: {verdict:?}");
     };
@@ -109,7 +118,11 @@ async fn a_config_leaving_cgroup_driver_unset_is_refused_before_the_kubelet_is_t
         ) && message.ends_with("set cgroupDriver: systemd in the pool or the base"),
         "{message}"
     );
-    assert_eq!(std::fs::read(h.config_file()).unwrap(), original, "file untouched");
+    assert_eq!(
+        std::fs::read(h.config_file()).unwrap(),
+        original,
+        "file untouched"
+    );
     assert_eq!(
         h.sim.kubelet("w1").unwrap().state().starts,
         starts,
@@ -152,7 +165,11 @@ async fn the_setup_is_reported_on_the_node_and_follows_changes() {
     // Removed by hand: written again.
     let patch = serde_json::json!({"metadata": {"annotations": { NODE_SETUP: null }}});
     kube::Api::<k8s_openapi::api::core::v1::Node>::all(h.client.clone())
-        .patch("w1", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
+        .patch(
+            "w1",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
         .await
         .expect("node patched");
     reported_setup(&h, |s| !s.drop_ins.is_empty()).await;

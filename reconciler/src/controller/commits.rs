@@ -151,7 +151,11 @@ impl Controller {
     /// the count. `first`: the commit's first check (the nodes not checked are logged
     /// then).
     fn node_gate(&self, desired: &Desired, nodes: &NodeStore, first: bool) -> bool {
-        let infos: Vec<NodeInfo> = nodes.state().iter().map(|m| observe::node_info(m)).collect();
+        let infos: Vec<NodeInfo> = nodes
+            .state()
+            .iter()
+            .map(|m| observe::node_info(m))
+            .collect();
         let check = nodecheck::check_commit(&desired.rendered, &desired.namespace, &infos);
         if first && !check.unchecked.is_empty() {
             let count: usize = check.unchecked.iter().map(|u| u.nodes.len()).sum();

@@ -394,7 +394,9 @@ fn unparseable_flags_are_a_note_not_a_failure() {
     let nodes = vec![flagged(node("g1", "gpu"), "--no-such-flag")];
     let p = plan(None, &head, &nodes);
     assert!(
-        p.notes[0].contains("(its report cannot be used: its kubelet flags: unknown flag: --no-such-flag): g1"),
+        p.notes[0].contains(
+            "(its report cannot be used: its kubelet flags: unknown flag: --no-such-flag): g1"
+        ),
         "{:?}",
         p.notes
     );
@@ -505,7 +507,12 @@ fn a_node_that_would_refuse_its_pools_config_is_an_error_naming_node_flag_and_me
     ];
     let p = plan(None, &head, &nodes);
     assert!(p.has_errors());
-    assert_eq!(p.refusals.len(), 1, "one check for g2 and g3: {:?}", p.refusals);
+    assert_eq!(
+        p.refusals.len(),
+        1,
+        "one check for g2 and g3: {:?}",
+        p.refusals
+    );
     let text = p.refusals[0].to_string();
     assert!(
         text.starts_with("node g2 would refuse the config of pool gpu: failed to validate config: invalid configuration: cgroupsPerQOS (--cgroups-per-qos) must be set to true")
@@ -514,7 +521,8 @@ fn a_node_that_would_refuse_its_pools_config_is_an_error_naming_node_flag_and_me
         "{text}"
     );
     assert!(
-        summary(&p).starts_with("error: 2 nodes would refuse their config; 1 pool changes, 4 nodes"),
+        summary(&p)
+            .starts_with("error: 2 nodes would refuse their config; 1 pool changes, 4 nodes"),
         "{}",
         summary(&p)
     );
@@ -533,11 +541,7 @@ fn a_node_that_would_refuse_its_pools_config_is_an_error_naming_node_flag_and_me
         p.notes
     );
     // The overrides of the nodes that take it are still listed.
-    let ok = plan(
-        None,
-        &head,
-        &[flagged(node("g1", "gpu"), "--max-pods=110")],
-    );
+    let ok = plan(None, &head, &[flagged(node("g1", "gpu"), "--max-pods=110")]);
     assert!(!ok.has_errors());
     assert_eq!(find(&ok, "gpu").overrides[0].nodes, ["g1"]);
 }

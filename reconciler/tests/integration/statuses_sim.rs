@@ -338,7 +338,12 @@ async fn a_commit_a_node_would_refuse_gets_an_error_naming_node_flag_and_message
     // other nodes report a plain set-up, or none (an agent that predates the report).
     let refusing = r#"{"version":1,"mode":"replace","flags":["--cgroups-per-qos=false"],"runtimeCgroupDriver":"systemd"}"#;
     report_setup(&h, "a-0", Some(refusing)).await;
-    report_setup(&h, "a-2", Some(r#"{"version":1,"runtimeCgroupDriver":"systemd"}"#)).await;
+    report_setup(
+        &h,
+        "a-2",
+        Some(r#"{"version":1,"runtimeCgroupDriver":"systemd"}"#),
+    )
+    .await;
     let before = h.snapshot();
 
     // Only maxPods changes: enforceNodeAllocatable stays at its default, [pods].
@@ -372,7 +377,12 @@ async fn a_commit_a_node_would_refuse_gets_an_error_naming_node_flag_and_message
 
     // The node's kubelet no longer has the flag: the held commit goes out, no new commit
     // needed.
-    report_setup(&h, "a-0", Some(r#"{"version":1,"runtimeCgroupDriver":"systemd"}"#)).await;
+    report_setup(
+        &h,
+        "a-0",
+        Some(r#"{"version":1,"runtimeCgroupDriver":"systemd"}"#),
+    )
+    .await;
     remote
         .wait_note("the commit goes out once no node refuses it", &bad, |n| {
             says(n, "kubelet-gitops", ": success: ")

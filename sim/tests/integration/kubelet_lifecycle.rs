@@ -411,6 +411,9 @@ async fn the_runtimes_cgroup_driver_wins_over_the_configs() {
     let (_, body) = get(&k.url(), "/configz").await.expect("configz");
     let configz: Value = serde_json::from_str(&body).expect("json");
     assert_eq!(configz["kubeletconfig"]["cgroupDriver"], "cgroupfs");
-    assert!(k.paths().cgroup_root.join("kubepods").is_dir(), "cgroupfs naming");
+    assert!(
+        k.paths().cgroup_root.join("kubepods").is_dir(),
+        "cgroupfs naming"
+    );
     sim.shutdown().await;
 }
