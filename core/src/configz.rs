@@ -5,8 +5,12 @@
 //! (`false`, `0`, `""`, `"0s"`, `[]`, `{}`) count as absent, as Go's `omitempty` renders
 //! them, except in `featureGates` where `false` is a choice. Fields the model does not know
 //! (a newer kubelet's) are not compared ([`unknown_fields`] names them). The kubelet
-//! registers configz with the effective config before it changes anything at run time, so
-//! no field needs special casing.
+//! registers configz with the effective config before it changes anything at run time,
+//! with one exception: `cgroupDriver`, which a v1.36 kubelet takes from a container
+//! runtime that reports it (`getCgroupDriverFromCRI`, run just before `initConfigz` in
+//! `cmd/kubelet/app/server.go`), whatever the config says. [`configz_diff_on`] therefore
+//! takes the runtime's driver when configz shows it ([`crate::node_setup`] explains the
+//! rule).
 
 use std::fmt;
 
@@ -38,6 +42,25 @@ impl fmt::Display for ConfigzDiff {
             show(&self.expected),
             show(&self.actual)
         )
+    }
+}
+
+/// [`configz_diff`] on a node whose container runtime's cgroup driver is
+/// `runtime_cgroup_driver`: a configz that shows the runtime's driver where the config
+/// has another is what a kubelet whose runtime reports its driver runs, not a difference.
+pub fn configz_diff_on(
+    expect: &KubeletConfiguration,
+    actual: &Value,
+    runtime_cgroup_driver: Option<&str>,
+) -> Vec<ConfigzDiff> {
+    let shown = actual.get("cgroupDriver").and_then(Value::as_str);
+    match runtime_cgroup_driver {
+        Some(runtime) if shown == Some(runtime) && expect.cgroup_driver.as_deref() != shown => {
+            let mut taken = expect.clone();
+            taken.cgroup_driver = Some(runtime.to_string());
+            configz_diff(&taken, actual)
+        }
+        _ => configz_diff(expect, actual),
     }
 }
 
@@ -224,5 +247,24 @@ mod tests {
         });
         assert_eq!(unknown_fields(&actual), ["someNewField"]);
         assert!(unknown_fields(&json!("not an object")).is_empty());
+    }
+
+    #[test]
+    fn configz_showing_the_runtimes_cgroup_driver_is_not_a_difference() {
+        // The config leaves cgroupDriver to the default (cgroupfs); a kubelet whose
+        // runtime reports systemd runs, and shows, systemd.
+        let expect = cfg(json!({"cgroupDriver": "cgroupfs", "maxPods": 12}));
+        let actual = json!({"cgroupDriver": "systemd", "maxPods": 12});
+        assert_eq!(configz_diff_on(&expect, &actual, Some("systemd")), []);
+        // Without the runtime's driver, or with another, it is one.
+        let d = configz_diff_on(&expect, &actual, None);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(d[0].field, "cgroupDriver");
+        assert_eq!(configz_diff_on(&expect, &actual, Some("cgroupfs")).len(), 1);
+        // The other fields are still compared.
+        let other = json!({"cgroupDriver": "systemd", "maxPods": 30});
+        let d = configz_diff_on(&expect, &other, Some("systemd"));
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(d[0].field, "maxPods");
     }
 }

@@ -45,6 +45,22 @@ pub struct Effective {
     pub flag_fields: Vec<(String, String)>,
 }
 
+impl Effective {
+    /// The kubelet flag that set `field` (a dotted JSON path, `evictionHard.memory.available`)
+    /// or one of its ancestors: `--eviction-hard`.
+    pub fn flag_of(&self, field: &str) -> Option<&str> {
+        self.flag_fields
+            .iter()
+            .find(|(_, f)| {
+                field == f.as_str()
+                    || field
+                        .strip_prefix(f.as_str())
+                        .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
+            })
+            .map(|(flag, _)| flag.as_str())
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum EffectiveError {
     /// The config file or a drop-in does not decode.

@@ -7,7 +7,20 @@
 //!     labels: {node.kubernetes.io/pool: gpu, topology.kubernetes.io/zone: a}
 //!     capacity: {cpu: "8", memory: 32Gi, ephemeral-storage: 100Gi, pods: "110"}
 //!     kubeletFlags: "--max-pods=110 --node-ip=10.0.0.5"   # optional
+//!     # optional, what the node agent reports in kubelet-gitops.io/node-setup:
+//!     kubeletDropIns:                 # the kubelet's --config-dir drop-ins
+//!       - path: /etc/kubernetes/kubelet.conf.d/10-eviction.conf
+//!         content: |
+//!           apiVersion: kubelet.config.k8s.io/v1beta1
+//!           kind: KubeletConfiguration
+//!           evictionHard: {memory.available: 500Mi}
+//!     runtimeCgroupDriver: systemd    # the container runtime's cgroup driver
+//!     cgroupVersion: v2
+//!     agentMode: replace              # or drop-in, with kubeletConfig: the node's own file
 //! ```
+//!
+//! [`InventoryNode::setup`] turns a node into the [`NodeSetup`] the plan checks each pool
+//! against, as the agent's report would give it.
 //!
 //! The file is decoded strictly ([`crate::decode::decode_strict`]): an
 //! unknown or misspelled field is an error naming the file, the line and the closest known
@@ -26,8 +39,10 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::decode::{self, DecodeError, SourceMap, join_index, join_key};
+use crate::effective::Source;
 use crate::flags::{KubeletFlags, split_command_line};
 use crate::names::{self, Wording};
+use crate::node_setup::{self, Mode, NodeFiles, NodeSetup};
 use crate::quantity::{Format, Quantity};
 
 /// A node inventory file.
@@ -57,6 +72,50 @@ pub struct InventoryNode {
         skip_serializing_if = "Option::is_none"
     )]
     pub kubelet_flags: Option<String>,
+    /// The kubelet's `--config-dir` drop-ins (other than the agent's own).
+    #[serde(
+        default,
+        rename = "kubeletDropIns",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub kubelet_drop_ins: Vec<InventoryFile>,
+    /// The node's own kubelet config file, which the agent's drop-in goes over in
+    /// `agentMode: drop-in` (in replace mode the pool's config takes its place).
+    #[serde(
+        default,
+        rename = "kubeletConfig",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub kubelet_config: Option<String>,
+    /// How the node agent writes the config: `replace` (the default) or `drop-in`.
+    #[serde(default, rename = "agentMode", skip_serializing_if = "Option::is_none")]
+    pub agent_mode: Option<Mode>,
+    /// The container runtime's cgroup driver (`systemd` or `cgroupfs`). The simulated
+    /// cluster's stand-in kubelet takes it from the runtime, as a v1.36 kubelet does
+    /// from a runtime that reports it (containerd 2.0 and later).
+    #[serde(
+        default,
+        rename = "runtimeCgroupDriver",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub runtime_cgroup_driver: Option<String>,
+    /// The host's cgroup hierarchy: `v1` or `v2`.
+    #[serde(
+        default,
+        rename = "cgroupVersion",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub cgroup_version: Option<String>,
+}
+
+/// A file of a node: its path and its content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InventoryFile {
+    /// The path on the node (`/etc/kubernetes/kubelet.conf.d/10-eviction.conf`).
+    pub path: String,
+    /// The file's text.
+    pub content: String,
 }
 
 /// A node's capacity. `pods` is what the node's kubelet starts with as `maxPods` (the
@@ -98,6 +157,52 @@ impl InventoryNode {
             Some(flags) => split_command_line(flags),
             None => Ok(Vec::new()),
         }
+    }
+
+    /// The node's kubelet set-up as the node agent would report it
+    /// ([`crate::protocol::NODE_SETUP`]): the flags, the drop-ins, the mode (with the
+    /// node's own config file in drop-in mode, and the agent's drop-in
+    /// `<--config-dir>/50-kubelet-gitops.conf`), the runtime's cgroup driver and the
+    /// cgroup version. Flags that do not parse are left out (the inventory's validation
+    /// reports them).
+    pub fn setup(&self) -> NodeSetup {
+        let flags = self
+            .kubelet_args()
+            .ok()
+            .and_then(|args| KubeletFlags::parse(&args).ok());
+        let mode = self.agent_mode.unwrap_or_default();
+        let config_name = flags
+            .as_ref()
+            .and_then(|f| f.config_file())
+            .unwrap_or("kubeletConfig")
+            .to_string();
+        let agent_drop_in = flags.as_ref().and_then(|f| f.config_dir()).map(|dir| {
+            format!(
+                "{}/{}",
+                dir.trim_end_matches('/'),
+                node_setup::AGENT_DROP_IN_FILE
+            )
+        });
+        let files = NodeFiles {
+            mode,
+            config_file: self
+                .kubelet_config
+                .as_deref()
+                .map(|c| Source::new(&config_name, c.as_bytes())),
+            drop_ins: self
+                .kubelet_drop_ins
+                .iter()
+                .map(|f| Source::new(&f.path, f.content.as_bytes()))
+                .collect(),
+            agent_drop_in: agent_drop_in.as_deref(),
+            flags: flags.as_ref(),
+        };
+        let cgroup_v2 = match self.cgroup_version.as_deref() {
+            Some("v2") => Some(true),
+            Some("v1") => Some(false),
+            _ => None,
+        };
+        NodeSetup::report(&files, self.runtime_cgroup_driver.as_deref(), cgroup_v2)
     }
 
     /// The labels its kubelet puts on the Node at registration: the inventory's, those of
@@ -224,6 +329,11 @@ impl Inventory {
                     labels,
                     capacity: capacity.clone(),
                     kubelet_flags: None,
+                    kubelet_drop_ins: Vec::new(),
+                    kubelet_config: None,
+                    agent_mode: None,
+                    runtime_cgroup_driver: None,
+                    cgroup_version: None,
                 }
             })
             .collect();
@@ -302,18 +412,84 @@ impl Inventory {
             }
 
             let flags_path = join_key(&base, "kubeletFlags");
+            let mut flags = None;
             match node.kubelet_args() {
                 Err(e) => out.push(err(&flags_path, e.to_string())),
-                Ok(args) => {
-                    if let Err(e) = KubeletFlags::parse(&args) {
-                        out.push(err(
-                            &flags_path,
-                            format!("failed to parse kubelet flag: {e}"),
-                        ));
-                    }
-                }
+                Ok(args) => match KubeletFlags::parse(&args) {
+                    Ok(f) => flags = Some(f),
+                    Err(e) => out.push(err(
+                        &flags_path,
+                        format!("failed to parse kubelet flag: {e}"),
+                    )),
+                },
             }
+            out.extend(setup_problems(node, flags.as_ref(), &base, &err));
         }
         out
     }
+}
+
+/// The problems of a node's set-up fields (see [`InventoryNode::setup`]).
+fn setup_problems(
+    node: &InventoryNode,
+    flags: Option<&KubeletFlags>,
+    base: &str,
+    err: &dyn Fn(&str, String) -> DecodeError,
+) -> Vec<DecodeError> {
+    let mut out = Vec::new();
+    let one_of = |field: &str, value: Option<&str>, allowed: &[&str]| {
+        value.filter(|v| !allowed.contains(v)).map(|v| {
+            err(
+                &join_key(base, field),
+                format!(
+                    "Unsupported value: {v:?}: supported values: {}",
+                    allowed
+                        .iter()
+                        .map(|a| format!("{a:?}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )
+        })
+    };
+    out.extend(one_of(
+        "runtimeCgroupDriver",
+        node.runtime_cgroup_driver.as_deref(),
+        &["systemd", "cgroupfs"],
+    ));
+    out.extend(one_of(
+        "cgroupVersion",
+        node.cgroup_version.as_deref(),
+        &["v1", "v2"],
+    ));
+    let drop_ins_path = join_key(base, "kubeletDropIns");
+    for (i, f) in node.kubelet_drop_ins.iter().enumerate() {
+        let at = join_key(&join_index(&drop_ins_path, i), "path");
+        if !f.path.starts_with('/') || !f.path.ends_with(".conf") {
+            out.push(err(
+                &at,
+                format!(
+                    "Invalid value: {:?}: a drop-in is an absolute path ending in .conf (the kubelet reads no other file)",
+                    f.path
+                ),
+            ));
+        }
+        if node.kubelet_drop_ins[..i].iter().any(|g| g.path == f.path) {
+            out.push(err(&at, format!("Duplicate value: {:?}", f.path)));
+        }
+    }
+    let drop_in_mode = node.agent_mode == Some(Mode::DropIn);
+    if drop_in_mode && flags.is_some_and(|f| f.config_dir().is_none()) {
+        out.push(err(
+            &join_key(base, "agentMode"),
+            "Invalid value: \"drop-in\": the agent's drop-in goes into the kubelet's --config-dir, which kubeletFlags does not set".to_string(),
+        ));
+    }
+    if !drop_in_mode && node.kubelet_config.is_some() {
+        out.push(err(
+            &join_key(base, "kubeletConfig"),
+            "Forbidden: the node's own config file is read only with agentMode: drop-in (in replace mode the pool's config takes its place)".to_string(),
+        ));
+    }
+    out
 }

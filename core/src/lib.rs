@@ -11,7 +11,8 @@
 //!
 //! kubelet-gitops: the content-addressed ConfigMap names `kubectl --append-hash` computes
 //! ([`hash`]), the node protocol ([`protocol`]), the node inventory of offline plans and
-//! the simulator ([`inventory`]), a node's paths under a root ([`hostpath`]), files
+//! the simulator ([`inventory`]), a node's kubelet set-up and the check of a config
+//! against it that the agent and the plans share ([`node_setup`]), a node's paths under a root ([`hostpath`]), files
 //! replaced atomically ([`atomic`]), messages for people ([`message`]) and, with the
 //! `logging` feature, the binaries' log set-up (`logging`).
 //!
@@ -36,6 +37,7 @@ pub mod inventory;
 pub mod logging;
 pub mod message;
 pub mod names;
+pub mod node_setup;
 pub mod protocol;
 pub mod quantity;
 pub mod state_files;

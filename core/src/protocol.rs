@@ -16,6 +16,7 @@
 //! | agent | [`STATE`] | a [`State`] |
 //! | agent | [`OBSERVED_CONFIG`] | the desired-config value that `state` and `message` are about |
 //! | agent | [`MESSAGE`] | the error, in the kubelet's own words where one exists |
+//! | agent | [`NODE_SETUP`] | the node's kubelet set-up as JSON ([`crate::node_setup::NodeSetup`]) |
 //!
 //! [`OBSERVED_CONFIG`] is what makes the report unambiguous: a `RolledBack` state is about
 //! the config named there, not about whatever desired-config says now. The reconciler
@@ -48,6 +49,10 @@ pub const STATE: &str = "kubelet-gitops.io/state";
 pub const OBSERVED_CONFIG: &str = "kubelet-gitops.io/observed-config";
 /// Agent: the error or progress message.
 pub const MESSAGE: &str = "kubelet-gitops.io/message";
+/// Agent: the node's kubelet set-up (its config flags, drop-ins, mode, the runtime's
+/// cgroup driver), JSON ([`crate::node_setup::NodeSetup`]), so that the reconciler
+/// checks a commit against the node before it publishes it.
+pub const NODE_SETUP: &str = "kubelet-gitops.io/node-setup";
 
 /// Every annotation the agent writes (and may write: the admission policy allows these).
 pub const AGENT_ANNOTATIONS: &[&str] = &[
@@ -56,6 +61,7 @@ pub const AGENT_ANNOTATIONS: &[&str] = &[
     STATE,
     OBSERVED_CONFIG,
     MESSAGE,
+    NODE_SETUP,
 ];
 /// Every annotation the reconciler writes on Nodes.
 pub const RECONCILER_ANNOTATIONS: &[&str] = &[DESIRED_CONFIG, HEALTH_TIMEOUT, LKG_GRACE, POOL];

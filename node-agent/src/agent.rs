@@ -178,6 +178,7 @@ pub async fn run(config: Config) -> Result<(), AgentError> {
     let store = CheckpointStore::open(&config.checkpoint_dir)?;
     let mut settings = KubeletSettings::new(config.restart.clone(), config.healthz_url.clone());
     settings.configz_url = config.configz_url.clone();
+    settings.runtime_cgroup_driver = Some(config.cgroups.driver.as_str().to_string());
     settings.token_file = config.kubelet_token_file.clone();
     settings.insecure_skip_tls_verify = config.kubelet_insecure_skip_tls_verify;
     settings.ca_file = config.kubelet_ca_file.clone();

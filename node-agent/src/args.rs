@@ -20,7 +20,8 @@ use crate::kubelet::RestartMethod;
 /// The file the agent owns in the kubelet's `--config-dir` in drop-in mode. `50-` sorts
 /// it after a distribution's own drop-ins (`10-`, `20-`) and before an operator's
 /// emergency overrides (`90-`), which therefore still win.
-pub const DROP_IN_FILE: &str = "50-kubelet-gitops.conf";
+/// (The plans place it by the same name: [`kubelet_gitops_core::node_setup`].)
+pub const DROP_IN_FILE: &str = kubelet_gitops_core::node_setup::AGENT_DROP_IN_FILE;
 
 /// Applies the kubelet configuration assigned to this node, safely: checkpoint, validate
 /// against the kubelet's flags, write, restart, verify, roll back to last-known-good.
@@ -160,8 +161,11 @@ pub struct Args {
     )]
     pub cgroup_root: PathBuf,
 
-    /// The cgroup driver the kubelet uses (its cgroupDriver): how reserved cgroups such
-    /// as /system.slice are named and created.
+    /// The container runtime's cgroup driver (containerd's `SystemdCgroup = true` is
+    /// systemd): how reserved cgroups such as /system.slice are named and created. A
+    /// config whose effective cgroupDriver differs is refused (a runtime that does not
+    /// report its driver to the kubelet would run it, and no new pod could start), and
+    /// configz showing this driver is what the kubelet runs.
     #[arg(
         long,
         env = "KUBELET_GITOPS_CGROUP_DRIVER",

@@ -51,6 +51,10 @@ pub struct KubeletSettings {
     pub poll_interval: Duration,
     /// Bound on one HTTP request. Default 5 s.
     pub request_timeout: Duration,
+    /// The container runtime's cgroup driver (`--cgroup-driver`): configz showing it is
+    /// what a kubelet whose runtime reports its driver runs, whatever the config says
+    /// ([`kubelet_gitops_core::configz::configz_diff_on`]). `None`: compared as is.
+    pub runtime_cgroup_driver: Option<String>,
 }
 
 impl KubeletSettings {
@@ -66,6 +70,7 @@ impl KubeletSettings {
             restart_timeout: Duration::from_secs(120),
             poll_interval: Duration::from_millis(500),
             request_timeout: Duration::from_secs(5),
+            runtime_cgroup_driver: None,
         }
     }
 }

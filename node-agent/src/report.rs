@@ -17,7 +17,8 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use kubelet_gitops_core::message::{self, Limit};
 use kubelet_gitops_core::protocol::{
-    self, CONDITION_TYPE, CURRENT_CONFIG, LAST_KNOWN_GOOD, MESSAGE, OBSERVED_CONFIG, STATE, State,
+    self, CONDITION_TYPE, CURRENT_CONFIG, LAST_KNOWN_GOOD, MESSAGE, NODE_SETUP, OBSERVED_CONFIG,
+    STATE, State,
 };
 use serde_json::{Map, Value, json};
 use tracing::{debug, warn};
@@ -145,6 +146,15 @@ pub fn annotations_patch(live: &BTreeMap<String, String>, wanted: &Report) -> Op
     } else {
         Some(json!({ "metadata": { "annotations": changes } }))
     }
+}
+
+/// The JSON merge patch that makes the Node's [`protocol::NODE_SETUP`] annotation
+/// `wanted` (the agent's report of the node's kubelet set-up). `None`: the Node shows it.
+pub fn setup_patch(live: &BTreeMap<String, String>, wanted: &str) -> Option<Value> {
+    if live.get(NODE_SETUP).map(String::as_str) == Some(wanted) {
+        return None;
+    }
+    Some(json!({ "metadata": { "annotations": { NODE_SETUP: wanted } } }))
 }
 
 /// Status, reason and message of the `KubeletConfigReady` condition.
@@ -381,6 +391,34 @@ impl Reporter {
         Ok(written)
     }
 
+    /// Makes the Node (`live`) show `wanted` as its [`NODE_SETUP`] annotation, when it
+    /// does not already ([`setup_patch`]). Returns the Node as the server returned it, or
+    /// `None` when nothing was written.
+    pub async fn publish_setup(
+        &self,
+        live: &Node,
+        wanted: &str,
+    ) -> Result<Option<Node>, ReportError> {
+        let empty = BTreeMap::new();
+        let annotations = live.metadata.annotations.as_ref().unwrap_or(&empty);
+        let Some(patch) = setup_patch(annotations, wanted) else {
+            return Ok(None);
+        };
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_string()),
+            ..PatchParams::default()
+        };
+        debug!(node = %self.node, bytes = wanted.len(), "reporting the node's kubelet set-up");
+        self.nodes
+            .patch(&self.node, &params, &Patch::Merge(&patch))
+            .await
+            .map(Some)
+            .map_err(|source| ReportError::Annotations {
+                node: self.node.clone(),
+                source,
+            })
+    }
+
     /// Posts an Event on the Node. Events are for people: a failure is logged, not
     /// returned.
     pub async fn event(&self, live: &Node, kind: EventType, reason: &str, message: &str) {
@@ -612,5 +650,21 @@ mod tests {
         assert_eq!(ev.involved_object.kind.as_deref(), Some("Node"));
         assert_eq!(ev.involved_object.uid.as_deref(), Some("u-1"));
         assert_eq!(ev.type_.as_deref(), Some("Warning"));
+    }
+
+    #[test]
+    fn the_setup_report_is_written_only_when_it_differs() {
+        let live = annotations(&[(NODE_SETUP, "{\"version\":1}")]);
+        assert_eq!(setup_patch(&live, "{\"version\":1}"), None);
+        assert_eq!(
+            setup_patch(&live, "{\"version\":1,\"flags\":[\"--max-pods=50\"]}"),
+            Some(json!({"metadata": {"annotations": {
+                NODE_SETUP: "{\"version\":1,\"flags\":[\"--max-pods=50\"]}"
+            }}}))
+        );
+        assert!(
+            setup_patch(&BTreeMap::new(), "{}").is_some(),
+            "removed by hand"
+        );
     }
 }

@@ -8,7 +8,12 @@
 //!    [`Placement::DropIn`] mode it is one more drop-in (replacing the file of that name)
 //!    over the node's own config file. Every field a flag overrides is returned.
 //! 3. The kubelet's validation of the effective config for this host's cgroup version
-//!    (`failed to validate config`).
+//!    (`failed to validate config`), each message naming the kubelet flag that set the
+//!    field (`(value set by the kubelet flag --cgroups-per-qos)`), then the cgroup-driver
+//!    rule: an effective `cgroupDriver` other than the runtime's (`--cgroup-driver`) is
+//!    refused (see docs/node-agent.md, "The cgroup driver"). Steps 2 and 3 are
+//!    [`kubelet_gitops_core::node_setup`]'s, which `kubelet-gitops plan` and `run` run on
+//!    the node's report ([`node_setup`]) too.
 //! 4. Node pre-flight (`failed to validate config` too): node allocatable must not go
 //!    negative, and cpu and memory allocatable must stay above zero; the cgroup layout must
 //!    be computable; files the config names must exist:
@@ -39,14 +44,14 @@ use kubelet_gitops_core::allocatable::{
     self, Allocatable, AllocatableInput, CgroupLayout, CgroupVersion, cgroup_layout,
     node_allocatable,
 };
-use kubelet_gitops_core::effective::{self, Effective, EffectiveError, Source};
+use kubelet_gitops_core::effective::{Effective, Source};
 use kubelet_gitops_core::features;
 use kubelet_gitops_core::flags::{FlagOverride, KubeletFlags};
 use kubelet_gitops_core::message::error_chain;
+use kubelet_gitops_core::node_setup::{self, Mode, NodeFacts, NodeFiles, NodeSetup, Refusal};
 use kubelet_gitops_core::protocol::reason;
 use kubelet_gitops_core::quantity::{Format, Quantity};
 use kubelet_gitops_core::types::KubeletConfiguration;
-use kubelet_gitops_core::validation::{self, HostInfo};
 use tracing::{debug, info, instrument, warn};
 
 use crate::cgroups::{self, CgroupConfig};
@@ -120,6 +125,15 @@ impl Rejection {
     }
 }
 
+impl From<Refusal> for Rejection {
+    fn from(r: Refusal) -> Rejection {
+        Rejection {
+            reason: r.reason,
+            detail: r.detail,
+        }
+    }
+}
+
 impl fmt::Display for Rejection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {}", self.reason, self.detail)
@@ -139,25 +153,14 @@ pub fn validate_payload(payload: &[u8], node: &NodeContext) -> Result<Validated,
             node.placement.target().display()
         )));
     }
-    let eff = effective_config(Some(payload), node)?;
+    let host = HostFiles::read(node, false)?;
+    let target = node.placement.target().display().to_string();
+    let eff = node_setup::check_payload(
+        Source::new(&target, payload),
+        &host.files(node),
+        &facts(node),
+    )?;
     let config = eff.config;
-    let version = node.cgroups.version;
-
-    let problems = validation::validate(
-        &config,
-        &HostInfo {
-            cgroup_v2: Some(version == CgroupVersion::V2),
-        },
-    );
-    if !problems.is_empty() {
-        let messages: Vec<&str> = problems.iter().map(|p| p.message.as_str()).collect();
-        let detail = if messages.len() == 1 {
-            messages[0].to_string()
-        } else {
-            format!("[{}]", messages.join(", "))
-        };
-        return Err(Rejection::invalid(detail));
-    }
 
     let mut warnings = Vec::new();
     if let Some(gates) = &config.feature_gates {
@@ -173,14 +176,6 @@ pub fn validate_payload(payload: &[u8], node: &NodeContext) -> Result<Validated,
 
     let (allocatable, layout) = allocatable_and_layout(&config, node)?;
     check_files(&config, current.as_ref(), node, &mut warnings)?;
-
-    let configured_driver = config.cgroup_driver.as_deref().unwrap_or("cgroupfs");
-    if configured_driver != node.cgroups.driver.as_str() {
-        warnings.push(format!(
-            "cgroupDriver is {configured_driver:?} but the node's runtime uses {:?}; kubelets since 1.34 take the runtime's driver when it reports one",
-            node.cgroups.driver.as_str()
-        ));
-    }
 
     let created_cgroups = cgroups::ensure_reserved(&node.cgroups, &layout).map_err(|e| {
         Rejection::internal(format!(
@@ -221,6 +216,118 @@ pub fn check_pods_cgroup(node: &NodeContext) -> Result<Option<String>, Rejection
     })
 }
 
+/// What validation knows of the host: its cgroup version and the runtime's cgroup
+/// driver (`--cgroup-driver`).
+fn facts(node: &NodeContext) -> NodeFacts {
+    NodeFacts {
+        cgroup_v2: Some(node.cgroups.version == CgroupVersion::V2),
+        runtime_cgroup_driver: Some(node.cgroups.driver.as_str().to_string()),
+    }
+}
+
+/// The node's files that go into the effective config besides the payload, read under the
+/// host root: its config file (when asked for, or in drop-in mode) and its drop-ins.
+struct HostFiles {
+    config_file: Option<(String, Vec<u8>)>,
+    drop_ins: Vec<(String, Vec<u8>)>,
+    agent_drop_in: Option<String>,
+}
+
+impl HostFiles {
+    /// Reads them, after checking that the kubelet reads where the agent writes. The
+    /// node's config file is read in drop-in mode, and in replace mode when
+    /// `config_file_too` (the node as it is, without a payload).
+    fn read(node: &NodeContext, config_file_too: bool) -> Result<HostFiles, Rejection> {
+        let flags = &node.flags;
+        let config_file = flags.config_file().map(PathBuf::from);
+        let config_dir = flags.config_dir().map(PathBuf::from);
+        let mut agent_drop_in = None;
+        match &node.placement {
+            Placement::ConfigFile { path } => match &config_file {
+                None => {
+                    return Err(Rejection::internal(format!(
+                        "the kubelet runs without --config, so the agent's config file {} would not be read",
+                        path.display()
+                    )));
+                }
+                Some(file) if file != path => {
+                    return Err(Rejection::internal(format!(
+                        "the agent writes {} but the kubelet reads --config={}",
+                        path.display(),
+                        file.display()
+                    )));
+                }
+                Some(_) => {}
+            },
+            Placement::DropIn { dir, name } => {
+                if name.contains('/') || !name.ends_with(".conf") || name.starts_with('.') {
+                    return Err(Rejection::internal(format!(
+                        "drop-in name {name:?} must be a file name ending in .conf (the kubelet ignores others)"
+                    )));
+                }
+                match &config_dir {
+                    None => {
+                        return Err(Rejection::internal(format!(
+                            "the kubelet runs without --config-dir, so the agent's drop-in in {} would not be read",
+                            dir.display()
+                        )));
+                    }
+                    Some(d) if d != dir => {
+                        return Err(Rejection::internal(format!(
+                            "the agent writes drop-ins to {} but the kubelet reads --config-dir={}",
+                            dir.display(),
+                            d.display()
+                        )));
+                    }
+                    Some(_) => {}
+                }
+                agent_drop_in = Some(dir.join(name).display().to_string());
+            }
+        }
+        let want_file = config_file_too || matches!(node.placement, Placement::DropIn { .. });
+        let config_file = match (&config_file, want_file) {
+            (Some(path), true) => {
+                let bytes = std::fs::read(host_path(&node.host_root, path)).map_err(|e| {
+                    Rejection::load(format!(
+                        "failed to load kubelet config file, path: {}, error: {}",
+                        path.display(),
+                        go_io_error(&e)
+                    ))
+                })?;
+                Some((path.display().to_string(), bytes))
+            }
+            _ => None,
+        };
+        let drop_ins = match &config_dir {
+            Some(dir) => read_drop_ins(&node.host_root, dir)?,
+            None => Vec::new(),
+        };
+        Ok(HostFiles {
+            config_file,
+            drop_ins,
+            agent_drop_in,
+        })
+    }
+
+    /// The files as core's check takes them.
+    fn files<'a>(&'a self, node: &'a NodeContext) -> NodeFiles<'a> {
+        NodeFiles {
+            mode: match node.placement {
+                Placement::ConfigFile { .. } => Mode::Replace,
+                Placement::DropIn { .. } => Mode::DropIn,
+            },
+            config_file: self.config_file.as_ref().map(|(n, b)| Source::new(n, b)),
+            drop_ins: self
+                .drop_ins
+                .iter()
+                .map(|(n, b)| Source::new(n, b))
+                .collect(),
+            agent_drop_in: self.agent_drop_in.as_deref(),
+            flags: Some(&node.flags),
+        }
+    }
+}
+
 /// The effective config the kubelet would build with `payload` in place (`None`: the
 /// node's files as they are now; in drop-in mode an empty payload is no drop-in of
 /// ours, the node's local config), with the flag overrides. Reads the node's config file
@@ -229,104 +336,26 @@ pub fn effective_config(
     payload: Option<&[u8]>,
     node: &NodeContext,
 ) -> Result<Effective, Rejection> {
-    let flags = &node.flags;
-    let config_file = flags.config_file().map(PathBuf::from);
-    let config_dir = flags.config_dir().map(PathBuf::from);
-    match &node.placement {
-        Placement::ConfigFile { path } => match &config_file {
-            None => {
-                return Err(Rejection::internal(format!(
-                    "the kubelet runs without --config, so the agent's config file {} would not be read",
-                    path.display()
-                )));
-            }
-            Some(file) if file != path => {
-                return Err(Rejection::internal(format!(
-                    "the agent writes {} but the kubelet reads --config={}",
-                    path.display(),
-                    file.display()
-                )));
-            }
-            Some(_) => {}
-        },
-        Placement::DropIn { dir, name } => {
-            if name.contains('/') || !name.ends_with(".conf") || name.starts_with('.') {
-                return Err(Rejection::internal(format!(
-                    "drop-in name {name:?} must be a file name ending in .conf (the kubelet ignores others)"
-                )));
-            }
-            match &config_dir {
-                None => {
-                    return Err(Rejection::internal(format!(
-                        "the kubelet runs without --config-dir, so the agent's drop-in in {} would not be read",
-                        dir.display()
-                    )));
-                }
-                Some(d) if d != dir => {
-                    return Err(Rejection::internal(format!(
-                        "the agent writes drop-ins to {} but the kubelet reads --config-dir={}",
-                        dir.display(),
-                        d.display()
-                    )));
-                }
-                Some(_) => {}
-            }
-        }
+    let host = HostFiles::read(node, payload.is_none())?;
+    let target = node.placement.target().display().to_string();
+    node_setup::effective_on_node(payload.map(|p| Source::new(&target, p)), &host.files(node))
+        .map_err(Rejection::from)
+}
+
+/// What the agent reports of the node in [`kubelet_gitops_core::protocol::NODE_SETUP`]:
+/// the kubelet's config flags, its drop-ins but the agent's own (and in drop-in mode its
+/// own config file), the mode, the runtime's cgroup driver and the cgroup version
+/// ([`NodeSetup::report`] says what is left out). Files that cannot be read give a report
+/// that says so, and the reconciler does not check the node.
+pub fn node_setup(node: &NodeContext) -> NodeSetup {
+    let driver = Some(node.cgroups.driver.as_str());
+    let v2 = Some(node.cgroups.version == CgroupVersion::V2);
+    match HostFiles::read(node, false) {
+        Ok(host) => NodeSetup::report(&host.files(node), driver, v2),
+        Err(r) => NodeSetup::report(&NodeFiles::default(), driver, v2).cut(format!(
+            "the agent cannot read the node's kubelet files: {r}"
+        )),
     }
-
-    // The config file: the payload in replace mode, else the node's file.
-    let (file_name, file_bytes) = match (&node.placement, payload) {
-        (Placement::ConfigFile { path }, Some(p)) => {
-            (Some(path.display().to_string()), Some(p.to_vec()))
-        }
-        (_, _) => match &config_file {
-            Some(path) => {
-                let bytes = std::fs::read(host_path(&node.host_root, path)).map_err(|e| {
-                    Rejection::load(format!(
-                        "failed to load kubelet config file, path: {}, error: {}",
-                        path.display(),
-                        go_io_error(&e)
-                    ))
-                })?;
-                (Some(path.display().to_string()), Some(bytes))
-            }
-            None => (None, None),
-        },
-    };
-
-    // The drop-ins, with the payload in place of its namesake in drop-in mode.
-    let mut drop_ins: Vec<(String, Vec<u8>)> = Vec::new();
-    if let Some(dir) = &config_dir {
-        drop_ins = read_drop_ins(&node.host_root, dir)?;
-        if let (Placement::DropIn { dir, name }, Some(p)) = (&node.placement, payload) {
-            let ours = dir.join(name).display().to_string();
-            drop_ins.retain(|(n, _)| *n != ours);
-            // An empty payload in drop-in mode is the node's local config: no drop-in.
-            if !p.is_empty() {
-                drop_ins.push((ours, p.to_vec()));
-            }
-        }
-        let order = effective::drop_in_order(drop_ins.iter().map(|(n, _)| n.clone()).collect());
-        drop_ins.sort_by_key(|(n, _)| order.iter().position(|o| o == n));
-        drop_ins.retain(|(n, _)| order.contains(n));
-    }
-
-    let payload_name = match (&node.placement, payload) {
-        (_, None) => None,
-        (p, Some(_)) => Some(p.target().display().to_string()),
-    };
-    let file = match (&file_name, &file_bytes) {
-        (Some(n), Some(b)) => Some(Source::new(n, b)),
-        _ => None,
-    };
-    let sources: Vec<Source<'_>> = drop_ins.iter().map(|(n, b)| Source::new(n, b)).collect();
-    effective::effective(file, &sources, Some(flags)).map_err(|e| match e {
-        EffectiveError::Decode(d) if Some(&d.file) == payload_name.as_ref() => {
-            Rejection::load(d.to_string())
-        }
-        EffectiveError::Decode(d) => Rejection::load(format!("node file {d}")),
-        other => Rejection::load(other.to_string()),
-    })
 }
 
 /// Go's rendering of an I/O error's cause (`no such file or directory`).

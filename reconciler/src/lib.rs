@@ -2,7 +2,8 @@
 //! command-line tools around it (`validate`, `render`, `configmap-name`, `plan`, and
 //! `demo` with the `demo` feature), dispatched by [`cli`].
 //!
-//! The pure planning ([`render`], [`model`], [`rollout`], [`gc`], [`plan`]) is kept
+//! The pure planning ([`render`], [`model`], [`rollout`], [`gc`], [`plan`],
+//! [`nodecheck`]) is kept
 //! apart from the code that talks to git, the API server and the forges, which carries
 //! out what it returns.
 
@@ -18,6 +19,7 @@ pub mod git;
 pub mod leader;
 pub mod metrics;
 pub mod model;
+pub mod nodecheck;
 pub mod plan;
 pub mod publish;
 pub mod render;

@@ -10,7 +10,7 @@
 //! | `kubelet_gitops_overlapping_nodes` | gauge | | nodes two pools of the same priority select (none is written) |
 //! | `kubelet_gitops_git_polls_total` | counter | `result` | polls of the branch: `new_commit`, `unchanged`, `error_retryable`, `error_fatal` |
 //! | `kubelet_gitops_git_poll_duration_seconds` | histogram | | how long one fetch took |
-//! | `kubelet_gitops_repo_valid` | gauge | | 1 when the newest fetched commit renders and validates, 0 when it does not |
+//! | `kubelet_gitops_repo_valid` | gauge | | 1 when the newest fetched commit renders and validates (and no node would refuse it), 0 when it does not |
 //! | `kubelet_gitops_repo_errors` | gauge | | problems found in the newest fetched commit |
 //! | `kubelet_gitops_reconcile_duration_seconds` | histogram | | one reconcile: publish, plan, node writes, GC |
 //! | `kubelet_gitops_reconciles_total` | counter | `result` | reconciles by outcome: `ok`, `error`, `skipped` (follower) |
@@ -253,7 +253,7 @@ impl Metrics {
         let repo_valid = Gauge::default();
         registry.register(
             "repo_valid",
-            "1 when the newest fetched commit renders and validates, 0 when it does not",
+            "1 when the newest fetched commit renders and validates (and no node would refuse it), 0 when it does not",
             repo_valid.clone(),
         );
         let repo_errors = Gauge::default();

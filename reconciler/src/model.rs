@@ -222,8 +222,11 @@ pub struct NodeInfo {
     pub created: Option<String>,
     /// `metadata.resourceVersion`, when read from a cluster.
     pub resource_version: Option<String>,
-    /// The kubelet's command line, when known (from an inventory's `kubeletFlags`).
-    pub kubelet_flags: Option<String>,
+    /// The node's kubelet set-up as JSON ([`kubelet_gitops_core::node_setup::NodeSetup`]),
+    /// when known: the agent's `kubelet-gitops.io/node-setup` annotation, or built from an
+    /// inventory node. Pools are checked against it before they reach the node
+    /// ([`crate::nodecheck`]).
+    pub setup: Option<String>,
 }
 
 /// A node that two pools of the same priority select.

@@ -1,7 +1,8 @@
 //! What a change to the config repository would do, before anything is applied: per pool
 //! the effective field-level diff, the old and new ConfigMap names, the nodes whose
-//! desired config changes, the fields their kubelet flags override, and the disruptive
-//! fields that change.
+//! desired config changes, the fields their kubelet flags override, the disruptive
+//! fields that change, and the nodes that would refuse their new config
+//! ([`crate::nodecheck`]: an error, like an overlap).
 //!
 //! [`plan`] is pure; [`markdown`] only formats it: `kubelet-gitops plan` prints the
 //! Markdown, the pull-request status (`kubelet-gitops/plan`) carries the summary.
@@ -16,12 +17,11 @@ mod tests;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use kubelet_gitops_core::effective::{self, Source};
-use kubelet_gitops_core::flags::{KubeletFlags, split_command_line};
-use kubelet_gitops_core::message::markdown_code;
+use kubelet_gitops_core::message::markdown_text;
 use kubelet_gitops_core::types::KubeletConfiguration;
 
 use crate::model::{self, Assignment, NodeInfo, Overlap, Rollout};
+use crate::nodecheck::{self, NodeRefusal};
 use crate::render::{RenderedPool, RenderedRepo};
 
 pub use diff::{FieldChange, effective_diff};
@@ -34,6 +34,9 @@ pub struct Plan {
     pub pools: Vec<PoolPlan>,
     /// Nodes the head's pools select with a tie: the head cannot be applied as it is.
     pub overlaps: Vec<Overlap>,
+    /// Nodes that would refuse the config their pool gives them (by the kubelet set-up
+    /// they report, or the inventory gives): the head cannot be applied as it is.
+    pub refusals: Vec<NodeRefusal>,
     /// Changes to the repository settings (`namespace`, `keepConfigMaps`, policy).
     pub settings: Vec<FieldChange>,
     /// How many nodes the plan was computed for (0: no inventory, no nodes listed).
@@ -50,9 +53,10 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Whether the head cannot be applied as it is (overlapping pools).
+    /// Whether the head cannot be applied as it is (overlapping pools, nodes that would
+    /// refuse their config).
     pub fn has_errors(&self) -> bool {
-        !self.overlaps.is_empty()
+        !self.overlaps.is_empty() || !self.refusals.is_empty()
     }
 
     /// The pools that are added, removed or changed.
@@ -240,6 +244,7 @@ pub fn plan(base: Option<&RenderedRepo>, head: &RenderedRepo, nodes: &[NodeInfo]
     let nodes_by_name: BTreeMap<&str, &NodeInfo> =
         nodes.iter().map(|n| (n.name.as_str(), n)).collect();
     let mut notes = Vec::new();
+    let mut refusals = Vec::new();
     let names: BTreeSet<&str> = head
         .pools
         .iter()
@@ -264,6 +269,7 @@ pub fn plan(base: Option<&RenderedRepo>, head: &RenderedRepo, nodes: &[NodeInfo]
                 section_moves,
                 &nodes_by_name,
                 &mut notes,
+                &mut refusals,
             );
             p.node_total = head_assign.pools.get(name).map_or(0, Vec::len);
             p
@@ -273,6 +279,7 @@ pub fn plan(base: Option<&RenderedRepo>, head: &RenderedRepo, nodes: &[NodeInfo]
     Plan {
         pools,
         overlaps: head_assign.overlaps,
+        refusals,
         settings: base
             .map(|b| diff::settings_diff(&b.settings, &head.settings))
             .unwrap_or_default(),
@@ -301,6 +308,7 @@ fn pool_plan(
     moves: BTreeMap<(Desired, Desired), Vec<String>>,
     nodes: &BTreeMap<&str, &NodeInfo>,
     notes: &mut Vec<String>,
+    refusals: &mut Vec<NodeRefusal>,
 ) -> PoolPlan {
     let reference = |repo: &RenderedRepo, p: &RenderedPool| {
         format!("{}/{}", repo.settings.namespace, p.configmap_name)
@@ -355,7 +363,7 @@ fn pool_plan(
         })
         .collect();
     let overrides = match new {
-        Some(p) => overrides(p, &receiving, nodes, notes),
+        Some(p) => check(p, &receiving, nodes, notes, refusals),
         None => Vec::new(),
     };
     PoolPlan {
@@ -374,67 +382,34 @@ fn pool_plan(
     }
 }
 
-/// The fields of `pool`'s config that the kubelet flags of `receiving` nodes override,
-/// computed once per distinct command line.
-fn overrides(
+/// Checks `pool`'s config against the `receiving` nodes, once per distinct kubelet
+/// set-up ([`nodecheck::check_pool`]): the nodes that would refuse it go to `refusals`,
+/// those not checked to `notes`; returns the fields their flags override where they take
+/// it.
+fn check(
     pool: &RenderedPool,
     receiving: &[String],
     nodes: &BTreeMap<&str, &NodeInfo>,
     notes: &mut Vec<String>,
+    refusals: &mut Vec<NodeRefusal>,
 ) -> Vec<Override> {
-    let mut by_flags: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for name in receiving {
-        if let Some(flags) = nodes
-            .get(name.as_str())
-            .and_then(|n| n.kubelet_flags.as_deref())
-        {
-            by_flags.entry(flags).or_default().push(name);
-        }
-    }
+    let reached: Vec<&NodeInfo> = receiving
+        .iter()
+        .filter_map(|n| nodes.get(n.as_str()).copied())
+        .collect();
+    let checked = nodecheck::check_pool(pool, &reached);
+    refusals.extend(checked.refused);
+    notes.extend(checked.unchecked.iter().map(|u| markdown_text(&u.to_string())));
     let mut out: BTreeMap<(String, String, Option<String>, String), Vec<String>> = BTreeMap::new();
-    for (line, names) in by_flags {
-        let parsed = split_command_line(line)
-            .map_err(|e| e.to_string())
-            .and_then(|words| KubeletFlags::parse(&words).map_err(|e| e.to_string()));
-        let flags = match parsed {
-            Ok(f) => f,
-            Err(e) => {
-                notes.push(format!(
-                    "the kubelet flags of {} cannot be parsed ({}): their overrides are not shown",
-                    names.join(", "),
-                    markdown_code(&e)
-                ));
-                continue;
-            }
-        };
-        let eff = effective::effective(
-            Some(Source::new(
-                &pool.spec.source_path,
-                pool.rendered.as_bytes(),
-            )),
-            &[],
-            Some(&flags),
-        );
-        match eff {
-            Ok(eff) => {
-                for o in eff.overrides {
-                    let key = (
-                        o.field,
-                        o.flag,
-                        o.file_value.as_ref().map(diff::compact),
-                        diff::compact(&o.flag_value),
-                    );
-                    out.entry(key)
-                        .or_default()
-                        .extend(names.iter().map(|n| n.to_string()));
-                }
-            }
-            Err(e) => notes.push(format!(
-                "the effective config of pool {} with the flags of {} cannot be built: {}",
-                pool.spec.name,
-                names.join(", "),
-                markdown_code(&e.to_string())
-            )),
+    for (names, eff) in checked.accepted {
+        for o in eff.overrides {
+            let key = (
+                o.field,
+                o.flag,
+                o.file_value.as_ref().map(diff::compact),
+                diff::compact(&o.flag_value),
+            );
+            out.entry(key).or_default().extend(names.iter().cloned());
         }
     }
     out.into_iter()

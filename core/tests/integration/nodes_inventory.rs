@@ -145,3 +145,111 @@ fn generated_inventories_are_valid_and_round_trip() {
     assert_eq!(bare.nodes[2].name, "node-2");
     assert!(!bare.nodes[0].labels.contains_key("node.kubernetes.io/pool"));
 }
+
+const SETUP: &str = "\
+nodes:
+  - name: worker-1
+    capacity: {cpu: \"8\", memory: 32Gi, ephemeral-storage: 100Gi, pods: \"110\"}
+    kubeletFlags: \"--cgroups-per-qos=false --node-ip=10.0.0.5 --config-dir=/etc/kubernetes/kubelet.conf.d\"
+    kubeletDropIns:
+      - path: /etc/kubernetes/kubelet.conf.d/10-eviction.conf
+        content: |
+          apiVersion: kubelet.config.k8s.io/v1beta1
+          kind: KubeletConfiguration
+          evictionHard: {memory.available: 500Mi}
+    runtimeCgroupDriver: systemd
+    cgroupVersion: v2
+";
+
+#[test]
+fn the_setup_fields_give_what_the_agent_would_report() {
+    use kubelet_gitops_core::node_setup::{Mode, Verdict};
+    let inv = Inventory::parse("inv.yaml", SETUP.as_bytes()).expect("valid");
+    let setup = inv.nodes[0].setup();
+    assert_eq!(setup.mode, Mode::Replace);
+    assert_eq!(
+        setup.flags,
+        ["--cgroups-per-qos=false"],
+        "the config flags only"
+    );
+    assert_eq!(setup.drop_ins.len(), 1);
+    assert_eq!(setup.runtime_cgroup_driver.as_deref(), Some("systemd"));
+    assert_eq!(setup.cgroup_version.as_deref(), Some("v2"));
+    let config = b"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncgroupDriver: systemd\nenforceNodeAllocatable: []\n";
+    let Verdict::Accepted(eff) = setup.check("pools/a.yaml", config) else {
+        panic!("refused");
+    };
+    let hard = eff.config.eviction_hard.unwrap();
+    assert_eq!(hard["memory.available"], "500Mi", "the drop-in is merged");
+}
+
+#[test]
+fn bad_setup_fields_are_errors_with_lines() {
+    let bad = SETUP
+        .replace(
+            "runtimeCgroupDriver: systemd",
+            "runtimeCgroupDriver: system",
+        )
+        .replace("cgroupVersion: v2", "cgroupVersion: \"2\"")
+        .replace("10-eviction.conf", "10-eviction.yaml");
+    let msg = errors(&bad);
+    assert!(
+        msg.contains("inv.yaml:11:")
+            && msg.contains("nodes[0].runtimeCgroupDriver: Unsupported value: \"system\""),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("nodes[0].cgroupVersion: Unsupported value: \"2\""),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("inv.yaml:6:")
+            && msg.contains("a drop-in is an absolute path ending in .conf"),
+        "{msg}"
+    );
+    let no_dir = SETUP
+        .replace(" --config-dir=/etc/kubernetes/kubelet.conf.d", "")
+        .replace(
+            "cgroupVersion: v2",
+            "cgroupVersion: v2\n    agentMode: drop-in",
+        );
+    let msg = errors(&no_dir);
+    assert!(
+        msg.contains("nodes[0].agentMode:") && msg.contains("--config-dir"),
+        "{msg}"
+    );
+    let stray = SETUP.replace(
+        "cgroupVersion: v2",
+        "cgroupVersion: v2\n    kubeletConfig: \"maxPods: 1\"",
+    );
+    let msg = errors(&stray);
+    assert!(msg.contains("nodes[0].kubeletConfig: Forbidden"), "{msg}");
+    let unknown_mode = SETUP.replace(
+        "cgroupVersion: v2",
+        "cgroupVersion: v2\n    agentMode: dropin",
+    );
+    let msg = errors(&unknown_mode);
+    assert!(msg.contains("agentMode"), "{msg}");
+}
+
+#[test]
+fn in_drop_in_mode_the_nodes_own_file_is_read_and_the_agents_drop_in_placed() {
+    let yaml = SETUP.replace(
+        "cgroupVersion: v2",
+        "cgroupVersion: v2\n    agentMode: drop-in\n    kubeletConfig: |\n      apiVersion: kubelet.config.k8s.io/v1beta1\n      kind: KubeletConfiguration\n      cgroupDriver: systemd\n      enforceNodeAllocatable: []\n",
+    );
+    let inv = Inventory::parse("inv.yaml", yaml.as_bytes()).expect("valid");
+    let setup = inv.nodes[0].setup();
+    assert_eq!(
+        setup.agent_drop_in.as_deref(),
+        Some("/etc/kubernetes/kubelet.conf.d/50-kubelet-gitops.conf")
+    );
+    assert!(setup.config_file.is_some());
+    // The node's file sets what the pool's drop-in leaves out.
+    let drop_in =
+        b"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 64\n";
+    assert!(matches!(
+        setup.check("pools/a.yaml", drop_in),
+        kubelet_gitops_core::node_setup::Verdict::Accepted(_)
+    ));
+}

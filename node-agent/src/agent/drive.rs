@@ -31,6 +31,8 @@ use crate::watch::{ConfigMapState, ConfigMapWatch, NodeWatch};
 const ERROR_BACKOFF: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(60));
 /// How soon a rollback carried on without the Node is tried again after a failure.
 const OFFLINE_RETRY: Duration = Duration::from_secs(5);
+/// Bound on the report of the node's kubelet set-up: it never holds up a pass.
+const SETUP_REPORT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The pieces a [`Driver`] runs with.
 pub(crate) struct Parts {
@@ -63,6 +65,8 @@ pub(super) struct Memory {
     pub(super) apply_started: Option<(ConfigRef, Instant)>,
     /// The Node as our last write returned it.
     pub(super) written: Option<Node>,
+    /// After a failed report of the node's set-up: not before then again (and said once).
+    setup_retry_at: Option<Instant>,
     error_backoff: Option<Duration>,
 }
 
@@ -169,6 +173,7 @@ impl Driver {
             }
             self.memory.node_seen = true;
             let setup = self.setup(Some(&node));
+            self.report_setup(&node, &setup).await;
             let result = match self.observe(&node, &setup).await {
                 Ok(observed) => {
                     let step = decide(&observed);
@@ -207,6 +212,48 @@ impl Driver {
                 }
             }
         }
+    }
+
+    /// Writes the node's kubelet set-up on the Node ([`crate::validate::node_setup`]) when
+    /// the Node does not show it: at the first pass, after a change on the node (its
+    /// flags, its drop-ins), or after someone removed it. The reconciler checks commits
+    /// against it. Best effort: a failure is logged and the next pass tries again; nothing
+    /// waits for it.
+    async fn report_setup(&mut self, node: &Node, setup: &NodeSetup) {
+        let Ok(ctx) = setup.context() else {
+            // The flags cannot be read: validation says so when it runs.
+            return;
+        };
+        let retry_at = self.memory.setup_retry_at;
+        if retry_at.is_some_and(|at| Instant::now() < at) {
+            return;
+        }
+        let wanted = crate::validate::node_setup(ctx).to_annotation();
+        let live = self.node().unwrap_or_else(|| node.clone());
+        let sent = tokio::time::timeout(
+            SETUP_REPORT_TIMEOUT,
+            self.reporter.publish_setup(&live, &wanted),
+        )
+        .await;
+        let error = match sent {
+            Ok(Ok(written)) => {
+                if let Some(written) = written {
+                    info!(bytes = wanted.len(), "reported the node's kubelet set-up");
+                    self.memory.written = Some(written);
+                }
+                self.memory.setup_retry_at = None;
+                return;
+            }
+            Ok(Err(e)) => error_chain(&e),
+            Err(_) => format!("no answer within {SETUP_REPORT_TIMEOUT:?}"),
+        };
+        let retry_in = self.config.resync_interval;
+        if retry_at.is_none() {
+            warn!(%error, ?retry_in, "cannot report the node's kubelet set-up on the Node (the reconciler does not check commits against this node meanwhile); trying again every resync interval");
+        } else {
+            debug!(%error, "the report of the node's kubelet set-up failed again");
+        }
+        self.memory.setup_retry_at = Some(Instant::now() + retry_in);
     }
 
     /// A pass without the Node (not listed yet, or deleted): a rollback in flight is

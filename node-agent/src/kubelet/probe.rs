@@ -9,7 +9,7 @@ use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use kubelet_gitops_core::configz::{configz_diff, unknown_fields};
+use kubelet_gitops_core::configz::{configz_diff_on, unknown_fields};
 use kubelet_gitops_core::types::KubeletConfiguration;
 use serde_json::Value;
 use tokio::time::Instant;
@@ -35,6 +35,7 @@ pub struct Probe {
     token_file: Option<PathBuf>,
     poll_interval: Duration,
     request_timeout: Duration,
+    runtime_cgroup_driver: Option<String>,
 }
 
 impl Probe {
@@ -52,6 +53,7 @@ impl Probe {
             restart_timeout: _,
             poll_interval,
             request_timeout,
+            runtime_cgroup_driver,
         } = settings;
         let mut builder = reqwest::Client::builder()
             .connect_timeout(request_timeout.min(Duration::from_secs(3)))
@@ -90,6 +92,7 @@ impl Probe {
             token_file,
             poll_interval,
             request_timeout,
+            runtime_cgroup_driver,
         })
     }
 
@@ -196,7 +199,7 @@ impl Probe {
                 debug!(field = %field, "configz field unknown to this agent; not compared");
             }
         }
-        let diffs = configz_diff(expect, &actual);
+        let diffs = configz_diff_on(expect, &actual, self.runtime_cgroup_driver.as_deref());
         if diffs.is_empty() {
             return Ok(());
         }

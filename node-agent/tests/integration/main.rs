@@ -14,6 +14,7 @@ mod agent_failures;
 mod agent_json_logs;
 mod agent_lifecycle;
 mod agent_modes;
+mod agent_setup;
 mod host_cgroups;
 mod host_checkpoint;
 mod host_flags;

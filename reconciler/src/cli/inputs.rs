@@ -10,6 +10,7 @@ use kubelet_gitops_core::decode::MAX_FILE_BYTES;
 use kubelet_gitops_core::effective::{self, Effective, EffectiveError, Source};
 use kubelet_gitops_core::flags::{self, KubeletFlags};
 use kubelet_gitops_core::message::OneLine;
+use kubelet_gitops_core::node_setup;
 use kubelet_gitops_core::validation::ValidationError;
 
 /// Where the kubelet's command line comes from, and its drop-in directory.
@@ -185,10 +186,8 @@ pub(super) fn print_validation_errors(file: &str, eff: &Effective, errors: &[Val
     for err in sorted {
         let line = line_of(err);
         let by_flag = eff
-            .flag_fields
-            .iter()
-            .find(|(_, field)| err.field == *field || err.field.starts_with(&format!("{field}.")))
-            .map(|(flag, _)| format!(" (value set by the kubelet flag {flag})"))
+            .flag_of(&err.field)
+            .map(node_setup::flag_hint)
             .unwrap_or_default();
         let text = format!("{file}:{line}: {}: {}{by_flag}", err.field, err.message);
         eprintln!("{}", OneLine(&text));

@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
 use kubelet_gitops_core::inventory::Inventory;
 use kubelet_gitops_core::message::{OneLine, markdown_code};
+use kubelet_gitops_core::protocol::NODE_SETUP;
 
 use super::inputs::Failure;
 use crate::git::{self, CommitSource};
@@ -42,9 +43,12 @@ pub(super) struct PlanArgs {
         default_value = "HEAD"
     )]
     head: String,
-    /// A node inventory file (YAML: `nodes:` with name, labels, capacity and optional
-    /// kubeletFlags, see docs/repo-format.md). Lists which nodes would change and, for
-    /// nodes with kubeletFlags, the config fields their flags override.
+    /// A node inventory file (YAML: `nodes:` with name, labels, capacity and the optional
+    /// kubeletFlags, kubeletDropIns, runtimeCgroupDriver, cgroupVersion, agentMode and
+    /// kubeletConfig, see docs/repo-format.md). Lists which nodes would change, the config
+    /// fields their flags override, and checks each pool's config against each distinct
+    /// kubelet set-up of the nodes it reaches as the node agent does: a node that would
+    /// refuse it is an error (exit 1).
     #[arg(
         long,
         value_name = "FILE",
@@ -52,9 +56,11 @@ pub(super) struct PlanArgs {
         conflicts_with = "kubeconfig"
     )]
     nodes: Option<PathBuf>,
-    /// Read the nodes (names and labels) from the cluster this kubeconfig file points
-    /// at (its current context) instead of an inventory. Needs `list` on nodes. The
-    /// nodes' kubelet flags are not known this way.
+    /// Read the nodes (names, labels and annotations) from the cluster this kubeconfig
+    /// file points at (its current context) instead of an inventory. Needs `list` on
+    /// nodes. Each node's kubelet set-up comes from its agent's
+    /// kubelet-gitops.io/node-setup annotation; nodes without one are not checked (a note
+    /// says so).
     #[arg(long, value_name = "FILE", env = "KUBELET_GITOPS_KUBECONFIG")]
     kubeconfig: Option<PathBuf>,
     /// The directory of the repository that holds the config tree
@@ -145,6 +151,9 @@ pub(super) fn run(args: PlanArgs) -> Result<(), Failure> {
         for o in &p.overlaps {
             eprintln!("error: {}", OneLine(&o.to_string()));
         }
+        for r in &p.refusals {
+            eprintln!("error: {}", OneLine(&format!("{}: {r}", r.source_path)));
+        }
         return Err(Failure::Invalid);
     }
     Ok(())
@@ -194,7 +203,7 @@ fn inventory_nodes(path: &Path) -> Result<Vec<NodeInfo>, Failure> {
         .map(|n| NodeInfo {
             name: n.name.clone(),
             labels: n.registered_labels(),
-            kubelet_flags: n.kubelet_flags.clone(),
+            setup: Some(n.setup().to_annotation()),
             ..NodeInfo::default()
         })
         .collect())
@@ -229,6 +238,11 @@ fn cluster_nodes(kubeconfig: &Path) -> Result<Vec<NodeInfo>, Failure> {
                 .map_err(|e| failed("listing nodes", &e))?;
             for n in page.items {
                 let m = n.metadata;
+                let setup = m
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(NODE_SETUP))
+                    .cloned();
                 out.push(NodeInfo {
                     name: m.name.unwrap_or_default(),
                     labels: m
@@ -239,7 +253,7 @@ fn cluster_nodes(kubeconfig: &Path) -> Result<Vec<NodeInfo>, Failure> {
                     annotations: m.annotations.unwrap_or_default().into_iter().collect(),
                     created: m.creation_timestamp.map(|t| t.0.to_string()),
                     resource_version: m.resource_version,
-                    kubelet_flags: None,
+                    setup,
                 });
             }
             match page.metadata.continue_ {

@@ -1,16 +1,22 @@
 //! From the poller's events to the desired state: the fetched commit, rendered and
-//! validated on the blocking pool, or rejected (logged once, kept in
-//! [`SyncState`](crate::state::SyncState) for `/readyz` and the commit statuses) while the
-//! last valid commit stays in force.
+//! validated on the blocking pool, then checked against the nodes it would reach
+//! ([`crate::nodecheck::check_commit`], before anything of it is published), or rejected
+//! (logged once, kept in [`SyncState`](crate::state::SyncState) for `/readyz` and the
+//! commit statuses) while the last valid commit stays in force. A commit some nodes would
+//! refuse is held and checked again at every reconcile: when those nodes change (their
+//! flags fixed, the nodes gone) it goes out without a new commit.
 
 use std::sync::Arc;
 
 use kubelet_gitops_core::message::error_chain;
 use tokio::task::JoinSet;
 
+use super::observe::{self, NodeStore};
 use super::reconcile::Desired;
 use super::task::{ConfigMaps, Controller, LoopState};
 use crate::git::{CommitSource, PollEvent};
+use crate::model::NodeInfo;
+use crate::nodecheck;
 use crate::render::{RepoError, render_repo};
 use crate::state::RejectedCommit;
 
@@ -32,13 +38,14 @@ impl Controller {
         st: &mut LoopState,
         configmaps: &mut Option<ConfigMaps>,
         tasks: &mut JoinSet<()>,
+        nodes: &NodeStore,
     ) {
         let unreachable = matches!(event, PollEvent::Unreachable { .. });
         self.on_poll(event, st);
         if unreachable {
             self.fetched_from_cache(st).await;
         }
-        self.render_fetched(st).await;
+        self.render_fetched(st, nodes).await;
         self.resume_from_cluster(st, configmaps, tasks).await;
     }
 
@@ -70,8 +77,9 @@ impl Controller {
         })
     }
 
-    /// Renders the fetched commit if not done yet; logs and records a rejection.
-    pub(super) async fn render_fetched(&self, st: &mut LoopState) {
+    /// Renders the fetched commit if not done yet and checks it against the nodes; logs
+    /// and records a rejection.
+    pub(super) async fn render_fetched(&self, st: &mut LoopState, nodes: &NodeStore) {
         let Some(commit) = st.fetched.clone() else {
             return;
         };
@@ -81,15 +89,12 @@ impl Controller {
         match self.render(&commit).await {
             Ok(desired) => {
                 st.rendered = Some(commit.clone());
-                tracing::info!(
-                    commit = %commit,
-                    namespace = %desired.namespace,
-                    pools = desired.rendered.pools.len(),
-                    "commit validated"
-                );
-                self.metrics.repo_validity(0);
-                self.update(|s| s.rejected = None);
-                st.desired = Some(Arc::new(desired));
+                let desired = Arc::new(desired);
+                if self.node_gate(&desired, nodes, true) {
+                    self.accept(st, desired);
+                } else {
+                    st.held = Some(desired);
+                }
             }
             // Not the commit's fault: tried again at the next poll.
             Err(RenderFailure::Source(error)) => {
@@ -97,6 +102,7 @@ impl Controller {
             }
             Err(RenderFailure::Invalid(errors)) => {
                 st.rendered = Some(commit.clone());
+                st.held = None;
                 for e in &errors {
                     tracing::error!(
                         commit = %commit,
@@ -121,6 +127,84 @@ impl Controller {
                     });
                 });
             }
+        }
+    }
+
+    /// Makes `desired` the commit in force.
+    fn accept(&self, st: &mut LoopState, desired: Arc<Desired>) {
+        tracing::info!(
+            commit = %desired.commit,
+            namespace = %desired.namespace,
+            pools = desired.rendered.pools.len(),
+            "commit validated"
+        );
+        self.metrics.repo_validity(0);
+        self.update(|s| s.rejected = None);
+        st.desired = Some(desired);
+        st.held = None;
+    }
+
+    /// Checks `desired` against the nodes it would reach, as their agents will
+    /// ([`nodecheck::check_commit`]): true when none would refuse it. Otherwise the
+    /// commit is rejected (status `error`, `/readyz`), each refusal naming the pool file,
+    /// the node, the kubelet flag and the kubelet's message; logged once per outcome, with
+    /// the count. `first`: the commit's first check (the nodes not checked are logged
+    /// then).
+    fn node_gate(&self, desired: &Desired, nodes: &NodeStore, first: bool) -> bool {
+        let infos: Vec<NodeInfo> = nodes
+            .state()
+            .iter()
+            .map(|m| observe::node_info(m))
+            .collect();
+        let check = nodecheck::check_commit(&desired.rendered, &desired.namespace, &infos);
+        if first && !check.unchecked.is_empty() {
+            let count: usize = check.unchecked.iter().map(|u| u.nodes.len()).sum();
+            tracing::warn!(
+                commit = %desired.commit,
+                nodes = count,
+                first = %check.unchecked[0],
+                "some nodes the commit reaches were not checked against it (no usable report of their kubelet set-up); their agents check it when it arrives"
+            );
+        }
+        if check.refused.is_empty() {
+            if first {
+                tracing::debug!(commit = %desired.commit, reached = check.reached, checks = check.checks, "commit checked against the nodes");
+            }
+            return true;
+        }
+        let errors: Vec<RepoError> = check
+            .refused
+            .iter()
+            .map(|r| RepoError::new(&r.source_path, "", r.to_string()))
+            .collect();
+        let rejected = RejectedCommit {
+            commit: desired.commit.clone(),
+            errors,
+        };
+        if self.sync.borrow().rejected.as_ref() != Some(&rejected) {
+            let nodes: usize = check.refused.iter().map(|r| r.nodes.len()).sum();
+            tracing::error!(
+                commit = %desired.commit,
+                nodes,
+                problems = rejected.errors.len(),
+                first = %rejected.errors[0],
+                "commit refused: nodes it would reach would refuse their pool's config; nothing of it is published or applied, the last valid commit stays in force (checked again as the nodes change)"
+            );
+            self.metrics.repo_validity(rejected.errors.len());
+            self.update(|s| s.rejected = Some(rejected));
+        }
+        false
+    }
+
+    /// Checks the held commit (one some nodes would refuse) again; it becomes the commit
+    /// in force once none would.
+    pub(super) fn recheck_held(&self, st: &mut LoopState, nodes: &NodeStore) {
+        let Some(held) = st.held.clone() else {
+            return;
+        };
+        if self.node_gate(&held, nodes, false) {
+            tracing::info!(commit = %held.commit, "no node refuses the held commit any more");
+            self.accept(st, held);
         }
     }
 

@@ -35,6 +35,11 @@ pub enum RunError {
     },
     #[error("commit {commit} does not validate ({count} problems); nothing was applied")]
     Invalid { commit: String, count: usize },
+    /// Nodes the commit would reach would refuse their pool's config (the log names them).
+    #[error(
+        "commit {commit} would be refused by nodes it reaches ({count} problems: node, kubelet flag and message in the log); nothing was applied"
+    )]
+    RefusedByNodes { commit: String, count: usize },
     #[error("reconcile failed")]
     Reconcile(#[source] Box<ReconcileError>),
     #[error("cannot read commit {commit} from the git cache {cache}")]
@@ -52,6 +57,9 @@ pub enum RunError {
 impl RunError {
     /// The repository does not validate (exit code 1 for `--once`).
     pub fn is_invalid_repo(&self) -> bool {
-        matches!(self, RunError::Invalid { .. })
+        matches!(
+            self,
+            RunError::Invalid { .. } | RunError::RefusedByNodes { .. }
+        )
     }
 }

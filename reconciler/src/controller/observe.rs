@@ -25,7 +25,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use kubelet_gitops_core::protocol::{DOMAIN, POOL_LABEL};
+use kubelet_gitops_core::protocol::{DOMAIN, NODE_SETUP, POOL_LABEL};
 use serde_json::Value;
 use tokio::sync::Notify;
 
@@ -157,7 +157,8 @@ async fn drive<K, S>(
     }
 }
 
-/// What planning needs of a node: name, labels, protocol annotations, creation time.
+/// What planning needs of a node: name, labels, protocol annotations, creation time, the
+/// agent's report of its kubelet set-up.
 pub(crate) fn node_info(meta: &PartialObjectMeta<Node>) -> NodeInfo {
     let m = &meta.metadata;
     NodeInfo {
@@ -167,12 +168,16 @@ pub(crate) fn node_info(meta: &PartialObjectMeta<Node>) -> NodeInfo {
             .annotations
             .iter()
             .flatten()
-            .filter(|(k, _)| is_protocol_key(k))
+            .filter(|(k, _)| is_protocol_key(k) && *k != NODE_SETUP)
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
         created: m.creation_timestamp.as_ref().map(|t| t.0.to_string()),
         resource_version: m.resource_version.clone(),
-        kubelet_flags: None,
+        setup: m
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(NODE_SETUP))
+            .cloned(),
     }
 }
 

@@ -68,6 +68,9 @@ pub(super) struct LoopState {
     pub(super) rendered: Option<String>,
     /// The last commit that validated.
     pub(super) desired: Option<Arc<Desired>>,
+    /// The newest commit, when it validates but nodes it would reach would refuse it:
+    /// checked again at every reconcile ([`Controller::recheck_held`]).
+    pub(super) held: Option<Arc<Desired>>,
     /// The fetched head a resume ([`super::resume`]) was last tried for.
     pub(super) resume_tried: Option<String>,
     /// When the next reconcile may start.
@@ -385,7 +388,7 @@ impl Controller {
                 () = self.shutdown.cancelled() => break,
                 event = polls.recv() => {
                     let Some(event) = event else { break };
-                    self.on_poll_event(event, &mut st, &mut configmaps, tasks).await;
+                    self.on_poll_event(event, &mut st, &mut configmaps, tasks, nodes).await;
                     st.trigger(min_interval);
                 }
                 true = leader_changed => {
@@ -395,7 +398,7 @@ impl Controller {
                 () = self.changed.notified() => st.trigger(min_interval),
                 () = due => {
                     let stopping = !self
-                        .reconcile_due(&mut reconciler, &mut st, &mut configmaps, gate, tasks)
+                        .reconcile_due(&mut reconciler, &mut st, &mut configmaps, gate, tasks, nodes)
                         .await;
                     if stopping {
                         break;
@@ -431,8 +434,10 @@ impl Controller {
         configmaps: &mut Option<ConfigMaps>,
         gate: &WriteGate,
         tasks: &mut JoinSet<()>,
+        nodes: &NodeStore,
     ) -> bool {
         st.next_run = None;
+        self.recheck_held(st, nodes);
         let Some(desired) = st.desired.clone() else {
             return true;
         };
@@ -492,7 +497,11 @@ impl Controller {
             ..LoopState::default()
         };
         self.update(|s| s.fetched = Some(commit.clone()));
-        self.render_fetched(&mut st).await;
+        // The nodes first: the commit is checked against them before anything is applied.
+        if !self.wait_ready(nodes.wait_until_ready(), "nodes").await {
+            return Ok(());
+        }
+        self.render_fetched(&mut st, nodes).await;
         let Some(desired) = st.desired else {
             let count = self
                 .sync
@@ -506,11 +515,11 @@ impl Controller {
                     cache: self.config.git.cache_dir.clone(),
                 });
             }
+            if st.held.is_some() {
+                return Err(RunError::RefusedByNodes { commit, count });
+            }
             return Err(RunError::Invalid { commit, count });
         };
-        if !self.wait_ready(nodes.wait_until_ready(), "nodes").await {
-            return Ok(());
-        }
         let mut configmaps = None;
         let Some(store) = self
             .configmaps_for(&mut configmaps, &desired.namespace, tasks)

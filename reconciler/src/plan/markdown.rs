@@ -34,6 +34,14 @@ pub fn summary(plan: &Plan) -> String {
             plural(nodes.len(), "node", "nodes")
         ));
     }
+    if !plan.refusals.is_empty() {
+        let nodes: usize = plan.refusals.iter().map(|r| r.nodes.len()).sum();
+        parts.push(format!(
+            "error: {} would refuse {} config",
+            plural(nodes, "node", "nodes"),
+            if nodes == 1 { "its" } else { "their" }
+        ));
+    }
     let pools = plan.changed_pools().count();
     let nodes = plan.changed_nodes().len();
     let verb = if pools == 1 { "changes" } else { "change" };
@@ -158,8 +166,29 @@ pub fn to_markdown(plan: &Plan) -> String {
         }
         out.push('\n');
     }
-    // A note is Markdown already (its untrusted parts in code spans); on one line, it
-    // stays inside its quote.
+    if !plan.refusals.is_empty() {
+        let nodes: usize = plan.refusals.iter().map(|r| r.nodes.len()).sum();
+        let _ = writeln!(
+            out,
+            "> [!CAUTION]\n> **{} would refuse the config of {} pool (checked as the node agent \
+             checks it, against the node's kubelet flags and drop-ins): this revision cannot be \
+             applied.** Change the pool or the base, or the nodes' kubelet set-up.\n>",
+            plural(nodes, "node", "nodes"),
+            if nodes == 1 { "its" } else { "their" }
+        );
+        for r in &plan.refusals {
+            // The node's flags and the kubelet's message are the node's words: escaped.
+            let _ = writeln!(
+                out,
+                "> - {}: {}",
+                markdown_code(&r.source_path),
+                markdown_text(&r.to_string())
+            );
+        }
+        out.push('\n');
+    }
+    // A note is Markdown already (its untrusted parts in code spans or escaped); on one
+    // line, it stays inside its quote.
     for note in &plan.notes {
         let _ = writeln!(out, "> [!NOTE]\n> {}\n", OneLine(note));
     }

@@ -38,16 +38,29 @@ fn repo(files: &[(&str, String)]) -> RenderedRepo {
     }
 }
 
+/// A node whose agent reported a kubelet set-up with no flags and no drop-ins.
 fn node(name: &str, pool: &str) -> NodeInfo {
     NodeInfo {
         name: name.into(),
         labels: BTreeMap::from([("pool".to_string(), pool.to_string())]),
+        setup: Some(setup_with_flags(&[])),
         ..NodeInfo::default()
     }
 }
 
+/// The report of a node whose kubelet runs with `flags` (config flags, one word each).
+fn setup_with_flags(flags: &[&str]) -> String {
+    kubelet_gitops_core::node_setup::NodeSetup {
+        version: kubelet_gitops_core::node_setup::REPORT_VERSION,
+        flags: flags.iter().map(|f| f.to_string()).collect(),
+        ..Default::default()
+    }
+    .to_annotation()
+}
+
 fn flagged(mut n: NodeInfo, flags: &str) -> NodeInfo {
-    n.kubelet_flags = Some(flags.into());
+    let words: Vec<&str> = flags.split_whitespace().collect();
+    n.setup = Some(setup_with_flags(&words));
     n
 }
 
@@ -381,11 +394,13 @@ fn unparseable_flags_are_a_note_not_a_failure() {
     let nodes = vec![flagged(node("g1", "gpu"), "--no-such-flag")];
     let p = plan(None, &head, &nodes);
     assert!(
-        p.notes[0]
-            .contains("the kubelet flags of g1 cannot be parsed (`unknown flag: --no-such-flag`)"),
+        p.notes[0].contains(
+            "(its report cannot be used: its kubelet flags: unknown flag: --no-such-flag): g1"
+        ),
         "{:?}",
         p.notes
     );
+    assert!(!p.has_errors());
 }
 
 #[test]
@@ -473,4 +488,60 @@ fn an_empty_default_map_filled_by_the_config_is_one_line_per_key() {
             .any(|l| l.starts_with("evictionHard.memory.available")),
         "{lines:?}"
     );
+}
+
+#[test]
+fn a_node_that_would_refuse_its_pools_config_is_an_error_naming_node_flag_and_message() {
+    let head = repo(&[(
+        "pools/gpu.yaml",
+        pool_file("gpu", GPU_SEL, 0, "maxPods: 64"),
+    )]);
+    let nodes = vec![
+        node("g1", "gpu"),
+        flagged(node("g2", "gpu"), "--cgroups-per-qos=false"),
+        flagged(node("g3", "gpu"), "--cgroups-per-qos=false"),
+        NodeInfo {
+            setup: None,
+            ..node("g4", "gpu")
+        },
+    ];
+    let p = plan(None, &head, &nodes);
+    assert!(p.has_errors());
+    assert_eq!(
+        p.refusals.len(),
+        1,
+        "one check for g2 and g3: {:?}",
+        p.refusals
+    );
+    let text = p.refusals[0].to_string();
+    assert!(
+        text.starts_with("node g2 would refuse the config of pool gpu: failed to validate config: invalid configuration: cgroupsPerQOS (--cgroups-per-qos) must be set to true")
+            && text.contains("(value set by the kubelet flag --cgroups-per-qos)")
+            && text.ends_with("(so would 1 more node with the same kubelet set-up: g3)"),
+        "{text}"
+    );
+    assert!(
+        summary(&p)
+            .starts_with("error: 2 nodes would refuse their config; 1 pool changes, 4 nodes"),
+        "{}",
+        summary(&p)
+    );
+    let md = to_markdown(&p);
+    assert!(
+        md.contains("> [!CAUTION]\n> **2 nodes would refuse the config of their pool")
+            && md.contains(&format!("> - pools/gpu.yaml: {text}")),
+        "{md}"
+    );
+    // A node without a report is not checked, and the plan says so.
+    assert!(
+        p.notes
+            .iter()
+            .any(|n| n.starts_with("1 node of pool gpu not checked") && n.ends_with(": g4")),
+        "{:?}",
+        p.notes
+    );
+    // The overrides of the nodes that take it are still listed.
+    let ok = plan(None, &head, &[flagged(node("g1", "gpu"), "--max-pods=110")]);
+    assert!(!ok.has_errors());
+    assert_eq!(find(&ok, "gpu").overrides[0].nodes, ["g1"]);
 }

@@ -1724,6 +1724,21 @@ fn admission_cases() -> Vec<AdmissionCase> {
             &remove_annotation(protocol::MESSAGE),
             Allowed,
         ),
+        by_agent(
+            "the agent reports its node's kubelet set-up",
+            &ann(
+                protocol::NODE_SETUP,
+                r#"{"version":1,"mode":"replace","flags":["--max-pods=110"],"runtimeCgroupDriver":"systemd"}"#,
+            ),
+            Allowed,
+        ),
+        agent(
+            "the agent reports a kubelet set-up on another Node",
+            request(AGENT, Some("node-1"), "node-2", "UPDATE"),
+            &n2,
+            edited(&n2, ann(protocol::NODE_SETUP, r#"{"version":1}"#)),
+            Denied(vec!["only the Node its pod runs on"]),
+        ),
         by_agent("the agent adds its condition", &add_own_condition, Allowed),
         agent(
             "the agent changes its condition",
@@ -1828,6 +1843,11 @@ fn admission_cases() -> Vec<AdmissionCase> {
         by_reconciler(
             "the reconciler writes the agent's state",
             &ann(protocol::STATE, "Done"),
+            Denied(vec!["only the annotations"]),
+        ),
+        by_reconciler(
+            "the reconciler writes a node's kubelet set-up",
+            &ann(protocol::NODE_SETUP, r#"{"version":1}"#),
             Denied(vec!["only the annotations"]),
         ),
         by_reconciler(

@@ -492,3 +492,82 @@ fn nodes_from_a_cluster_through_kubeconfig() {
         "flags are not known from a cluster\n{md}"
     );
 }
+
+/// An inventory of the gpu pool's nodes, one per entry of `extra` (its extra lines).
+fn gpu_inventory(dir: &Path, extra: &[&str]) -> PathBuf {
+    let mut yaml = String::from("nodes:\n");
+    for (i, lines) in extra.iter().enumerate() {
+        yaml.push_str(&format!(
+            "  - name: gpu-{}\n    labels: {{node.kubernetes.io/pool: gpu}}\n    capacity: {{cpu: \"8\", memory: 32Gi, ephemeral-storage: 100Gi, pods: \"110\"}}\n{lines}",
+            i + 1
+        ));
+    }
+    let path = dir.join("inventory.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    path
+}
+
+#[test]
+fn a_node_whose_kubelet_flags_refuse_the_config_fails_the_plan_naming_node_flag_and_message() {
+    let repo = Repo::new("");
+    repo.edit("pools/gpu.yaml", "    maxPods: 64\n", "    maxPods: 60\n");
+    repo.commit("gpu: maxPods 60");
+    let scratch = tempfile::tempdir().unwrap();
+    let qos = "    kubeletFlags: \"--cgroups-per-qos=false --node-ip=10.0.0.7\"\n";
+    let inv = gpu_inventory(scratch.path(), &["", qos, qos]);
+    let out = plan(&repo, &["--nodes", inv.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    let message = "failed to validate config: invalid configuration: cgroupsPerQOS (--cgroups-per-qos) must be set to true when \"pods\" contained in enforceNodeAllocatable (--enforce-node-allocatable) (value set by the kubelet flag --cgroups-per-qos)";
+    assert!(
+        err.contains(&format!(
+            "error: pools/gpu.yaml: node gpu-2 would refuse the config of pool gpu: {message} (so would 1 more node with the same kubelet set-up: gpu-3)"
+        )),
+        "{err}"
+    );
+    let md = text(&out.stdout);
+    assert!(
+        md.contains("**error: 2 nodes would refuse their config; 1 pool changes, 3 nodes")
+            && md.contains("> [!CAUTION]"),
+        "{md}"
+    );
+    // `validate` with the same flags says the same of the same config.
+    let file = scratch.path().join("gpu.yaml");
+    std::fs::write(&file, repo.rendered("HEAD", "gpu")).unwrap();
+    let v = bin()
+        .args(["validate", "--flags", "--cgroups-per-qos=false"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(v.status.code(), Some(1));
+    assert!(
+        text(&v.stderr).contains(message.trim_start_matches("failed to validate config: ")),
+        "{}",
+        text(&v.stderr)
+    );
+
+    // Without the flag on any node the plan passes.
+    let inv = gpu_inventory(scratch.path(), &["", ""]);
+    let out = plan(&repo, &["--nodes", inv.to_str().unwrap()]);
+    success_stdout(&out);
+}
+
+#[test]
+fn a_pool_leaving_cgroup_driver_to_the_default_fails_the_plan_on_a_systemd_runtime() {
+    let repo = Repo::new("");
+    repo.edit("base/kubelet.yaml", "cgroupDriver: systemd\n", "");
+    repo.commit("base: no cgroupDriver");
+    let scratch = tempfile::tempdir().unwrap();
+    let inv = gpu_inventory(scratch.path(), &["    runtimeCgroupDriver: systemd\n"]);
+    let out = plan(&repo, &["--nodes", inv.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("error: pools/gpu.yaml: node gpu-1 would refuse the config of pool gpu: failed to validate config: cgroupDriver is \"cgroupfs\" (the kubelet's default: nothing sets cgroupDriver) but the container runtime's cgroup driver is \"systemd\"")
+            && err.contains("set cgroupDriver: systemd in the pool or the base"),
+        "{err}"
+    );
+    // A runtime on cgroupfs takes it.
+    let inv = gpu_inventory(scratch.path(), &["    runtimeCgroupDriver: cgroupfs\n"]);
+    success_stdout(&plan(&repo, &["--nodes", inv.to_str().unwrap()]));
+}

@@ -316,6 +316,81 @@ async fn an_invalid_commit_gets_an_error_naming_file_and_line_and_applies_nothin
     h.finish(r).await;
 }
 
+/// Writes `setup` as the kubelet-gitops.io/node-setup report of `node`, as its agent
+/// would (`None` removes it).
+async fn report_setup(h: &Harness, node: &str, setup: Option<&str>) {
+    use k8s_openapi::api::core::v1::Node;
+    use kube::api::{Api, Patch, PatchParams};
+    let patch = serde_json::json!({"metadata": {"annotations": {
+        kubelet_gitops_core::protocol::NODE_SETUP: setup,
+    }}});
+    Api::<Node>::all(client(&h.sim, "test/agent").await)
+        .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("node patched");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_a_node_would_refuse_gets_an_error_naming_node_flag_and_message_and_applies_nothing()
+ {
+    let (h, remote, r, good) = rolled_out_with_notes(false).await;
+    // a-0's kubelet runs with --cgroups-per-qos=false (its agent's report says so); the
+    // other nodes report a plain set-up, or none (an agent that predates the report).
+    let refusing = r#"{"version":1,"mode":"replace","flags":["--cgroups-per-qos=false"],"runtimeCgroupDriver":"systemd"}"#;
+    report_setup(&h, "a-0", Some(refusing)).await;
+    report_setup(
+        &h,
+        "a-2",
+        Some(r#"{"version":1,"runtimeCgroupDriver":"systemd"}"#),
+    )
+    .await;
+    let before = h.snapshot();
+
+    // Only maxPods changes: enforceNodeAllocatable stays at its default, [pods].
+    two_pools(&h, "    maxPods: 62\n    cgroupDriver: systemd\n");
+    let bad = h.repo.commit("a: maxPods 62");
+    remote.push_main(&h);
+    let note = remote
+        .wait_note("the refused commit errors", &bad, |n| {
+            says(n, "kubelet-gitops", ": error: ")
+        })
+        .await;
+    let error = line(&note, "kubelet-gitops").unwrap();
+    assert!(
+        error.starts_with("kubelet-gitops: error: pools/a.yaml: node a-0 would refuse the config of pool a: failed to validate config: invalid configuration: cgroupsPerQOS (--cgroups-per-qos) must be set to true")
+            && error.contains("(value set by the kubelet flag --cgroups-per-qos)"),
+        "{note}"
+    );
+    assert_eq!(note.lines().count(), 1, "no pool context on it: {note}");
+    let state = r.sync_state().borrow().clone();
+    assert_eq!(
+        state.rejected.as_ref().map(|x| x.commit.as_str()),
+        Some(bad.as_str())
+    );
+    h.assert_nothing_applied(&r, &before, "no ConfigMap published, no node assigned")
+        .await;
+    let note = remote.note(&good).unwrap();
+    assert_eq!(
+        line(&note, "kubelet-gitops"),
+        Some("kubelet-gitops: success: 2 pools: 2 done")
+    );
+
+    // The node's kubelet no longer has the flag: the held commit goes out, no new commit
+    // needed.
+    report_setup(
+        &h,
+        "a-0",
+        Some(r#"{"version":1,"runtimeCgroupDriver":"systemd"}"#),
+    )
+    .await;
+    remote
+        .wait_note("the commit goes out once no node refuses it", &bad, |n| {
+            says(n, "kubelet-gitops", ": success: ")
+        })
+        .await;
+    h.finish(r).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pull_request_head_gets_a_plan_and_changes_no_node() {
     let (h, remote, r, base) = rolled_out_with_notes(true).await;

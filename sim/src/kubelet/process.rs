@@ -134,5 +134,10 @@ fn inventory_node_from_object(obj: &Value) -> anyhow::Result<InventoryNode> {
         labels,
         capacity,
         kubelet_flags: None,
+        kubelet_drop_ins: Vec::new(),
+        kubelet_config: None,
+        agent_mode: None,
+        runtime_cgroup_driver: None,
+        cgroup_version: None,
     })
 }

@@ -216,7 +216,7 @@ pub(crate) fn start(input: &StartInput<'_>) -> Result<Started, Failure> {
     ];
     let args = command_line(input.paths)?;
     let flags = parse_flags(&args)?;
-    let config = load_config(input.paths, &flags)?;
+    let mut config = load_config(input.paths, &flags)?;
 
     let host = HostInfo {
         cgroup_v2: Some(input.cgroup_v2),
@@ -235,6 +235,12 @@ pub(crate) fn start(input: &StartInput<'_>) -> Result<Started, Failure> {
         )));
     }
 
+    // getCgroupDriverFromCRI: a runtime that reports its cgroup driver (containerd 2.x,
+    // what the sim's nodes run, when the inventory gives its driver) decides, whatever
+    // the config says; configz, registered after, shows it.
+    if let Some(driver) = &input.node.runtime_cgroup_driver {
+        config.cgroup_driver = Some(driver.clone());
+    }
     let ignore_eviction = flags.value("experimental-allocatable-ignore-eviction") == Some("true");
     // The kubelet reads the host's pid_max for its internal `pid` capacity; the node's is
     // under its root, and a missing or unreadable file leaves the 64-bit maximum.

@@ -379,3 +379,41 @@ async fn a_cgroup_v1_host_needs_fail_cgroup_v1_off() {
     );
     sim.shutdown().await;
 }
+
+/// A v1.36 kubelet takes the cgroup driver from a runtime that reports it
+/// (`getCgroupDriverFromCRI`, containerd 2.x as the sim's nodes run), whatever the config
+/// says, and configz shows the runtime's; without the runtime's driver in the inventory
+/// (a runtime that does not report it) the config's value stands.
+#[tokio::test]
+async fn the_runtimes_cgroup_driver_wins_over_the_configs() {
+    let dir = tempfile::tempdir().unwrap();
+    let inventory = format!("{INVENTORY}    runtimeCgroupDriver: systemd\n");
+    let sim = start(dir.path(), &inventory, true).await;
+    let k = sim.kubelet("w1").unwrap().clone();
+    // The config leaves cgroupDriver to the kubelet's default, cgroupfs.
+    std::fs::write(&k.paths().config, format!("{CONFIG_HEAD}maxPods: 110\n")).unwrap();
+    assert_eq!(k.restart().await.phase, KubeletPhase::Running);
+    let (_, body) = get(&k.url(), "/configz").await.expect("configz");
+    let configz: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(configz["kubeletconfig"]["cgroupDriver"], "systemd");
+    // The pods cgroup is named for the runtime's driver.
+    assert!(
+        !k.paths().cgroup_root.join("kubepods").exists(),
+        "systemd naming, not cgroupfs"
+    );
+    sim.shutdown().await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let sim = start(dir.path(), INVENTORY, true).await;
+    let k = sim.kubelet("w1").unwrap().clone();
+    std::fs::write(&k.paths().config, format!("{CONFIG_HEAD}maxPods: 110\n")).unwrap();
+    assert_eq!(k.restart().await.phase, KubeletPhase::Running);
+    let (_, body) = get(&k.url(), "/configz").await.expect("configz");
+    let configz: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(configz["kubeletconfig"]["cgroupDriver"], "cgroupfs");
+    assert!(
+        k.paths().cgroup_root.join("kubepods").is_dir(),
+        "cgroupfs naming"
+    );
+    sim.shutdown().await;
+}

@@ -84,27 +84,49 @@ impl Harness {
     /// A sim with one node and fast stand-in kubelets that stay down after a failed
     /// start (no systemd-style restart), so only the agent restarts them.
     pub async fn start() -> Harness {
-        Self::start_holding(Processes::Shared {
-            _guard: super::children().await,
-        })
+        Self::start_holding(
+            Processes::Shared {
+                _guard: super::children().await,
+            },
+            INVENTORY,
+        )
+        .await
+    }
+
+    /// [`Harness::start`] with more inventory fields for the node (`runtimeCgroupDriver:
+    /// systemd`), one a line, as they go under the node's entry.
+    pub async fn start_with_node_fields(fields: &[&str]) -> Harness {
+        let mut inventory = INVENTORY.to_string();
+        for f in fields {
+            inventory.push_str(&format!("    {f}\n"));
+        }
+        Self::start_holding(
+            Processes::Shared {
+                _guard: super::children().await,
+            },
+            &inventory,
+        )
         .await
     }
 
     /// [`Harness::start`] for a test that runs alone ([`super::alone`]): one that checks
     /// who holds a `flock`, or one whose timing other tests beside it would upset.
     pub async fn start_alone() -> Harness {
-        Self::start_holding(Processes::Alone {
-            _guard: super::alone().await,
-        })
+        Self::start_holding(
+            Processes::Alone {
+                _guard: super::alone().await,
+            },
+            INVENTORY,
+        )
         .await
     }
 
-    async fn start_holding(processes: Processes) -> Harness {
+    async fn start_holding(processes: Processes, inventory: &str) -> Harness {
         init_tracing();
         let dir = tempfile::tempdir().expect("tempdir");
         let sim_dir = dir.path().join("sim");
         let inventory =
-            Inventory::parse("inventory.yaml", INVENTORY.as_bytes()).expect("inventory");
+            Inventory::parse("inventory.yaml", inventory.as_bytes()).expect("inventory");
         let mut config = SimConfig::new(inventory, sim_dir);
         config.kubelet = KubeletOptions {
             start_delay: Duration::from_millis(50),
