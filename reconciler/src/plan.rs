@@ -399,7 +399,12 @@ fn check(
         .collect();
     let checked = nodecheck::check_pool(pool, &reached);
     refusals.extend(checked.refused);
-    notes.extend(checked.unchecked.iter().map(|u| markdown_text(&u.to_string())));
+    notes.extend(
+        checked
+            .unchecked
+            .iter()
+            .map(|u| markdown_text(&u.to_string())),
+    );
     let mut out: BTreeMap<(String, String, Option<String>, String), Vec<String>> = BTreeMap::new();
     for (names, eff) in checked.accepted {
         for o in eff.overrides {

@@ -529,7 +529,7 @@ fn a_node_that_would_refuse_its_pools_config_is_an_error_naming_node_flag_and_me
     let md = to_markdown(&p);
     assert!(
         md.contains("> [!CAUTION]\n> **2 nodes would refuse the config of their pool")
-            && md.contains(&format!("> - pools/gpu.yaml: {text}")),
+            && md.contains(&format!("> - `pools/gpu.yaml`: {text}")),
         "{md}"
     );
     // A node without a report is not checked, and the plan says so.

@@ -306,7 +306,8 @@ fn shorten_quoted(inner: &str) -> String {
 ///   running: `;
 /// - URLs are left out (`healthz http://127.0.0.1:10248/healthz: connection refused`
 ///   becomes `healthz: connection refused`);
-/// - white space is collapsed to single spaces (one line).
+/// - runs of spaces and tabs become one space, and a newline or another control character
+///   is shown escaped (`\\n`, `\\u{1b}`): one line.
 pub fn node_reason(message: &str) -> String {
     let mut m = message.trim();
     const OUTCOMES: [&str; 3] = [
@@ -362,9 +363,20 @@ fn without_urls(text: &str) -> String {
     }
 }
 
-/// `text` on one line, runs of white space made one space.
+/// `text` on one line: runs of spaces and tabs made one space, and every other control character
+/// (a newline or a terminal escape in a node's message) shown escaped as the writer shows
+/// it ([`message::escape_line`]), so that the length composed for is the length sent.
 pub fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
+    let spaced = text.replace('\t', " ");
+    let escaped = message::escape_line(&spaced);
+    let mut out = String::with_capacity(escaped.len());
+    for word in escaped.split(' ').filter(|w| !w.is_empty()) {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -415,7 +427,7 @@ mod tests {
             "failed to sync: failed to download config: GET: 403 Forbidden"
         );
         assert_eq!(node_reason("  "), "no message from the node agent");
-        assert_eq!(node_reason("a\nb\t c"), "a b c");
+        assert_eq!(node_reason("a\nb\t c"), "a\\nb c");
     }
 
     #[test]
