@@ -307,7 +307,7 @@ fn shorten_quoted(inner: &str) -> String {
 /// - URLs are left out (`healthz http://127.0.0.1:10248/healthz: connection refused`
 ///   becomes `healthz: connection refused`);
 /// - runs of spaces and tabs become one space, and a newline or another control character
-///   is shown escaped (`\\n`, `\\u{1b}`): one line.
+///   is shown escaped (`\n`, `\u{1b}`): one line.
 pub fn node_reason(message: &str) -> String {
     let mut m = message.trim();
     const OUTCOMES: [&str; 3] = [
