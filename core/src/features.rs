@@ -574,16 +574,36 @@ pub fn enabled(gates: Option<&BTreeMap<String, bool>>, name: &str) -> bool {
 /// upstream's `SetFromMap`: unknown and locked gates first; only if there are none, the
 /// enabled gates whose dependencies are disabled.
 pub fn validate_gates(gates: &BTreeMap<String, bool>) -> Vec<String> {
+    gate_problems(gates).into_iter().map(|p| p.message).collect()
+}
+
+/// A problem [`validate_gates`] reports, with the gates its message names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GateProblem<'a> {
+    /// The message, as [`validate_gates`] words it.
+    pub message: String,
+    /// The gates the message names: the gate set wrong, or the enabled gate then its
+    /// disabled dependencies.
+    pub gates: Vec<&'a str>,
+}
+
+/// [`validate_gates`], each message with the gates it names, so that a caller can point
+/// at the gate without searching the message (one pass over the map).
+pub fn gate_problems(gates: &BTreeMap<String, bool>) -> Vec<GateProblem<'_>> {
     let mut out = Vec::new();
     for (name, value) in gates {
-        match spec(name) {
-            None => out.push(format!("unrecognized feature gate: {name}")),
-            Some(s) if s.locked && *value != s.default => out.push(format!(
+        let message = match spec(name) {
+            None => format!("unrecognized feature gate: {name}"),
+            Some(s) if s.locked && *value != s.default => format!(
                 "cannot set feature gate {name} to {value}, feature is locked to {}",
                 s.default
-            )),
-            Some(_) => {}
-        }
+            ),
+            Some(_) => continue,
+        };
+        out.push(GateProblem {
+            message,
+            gates: vec![name.as_str()],
+        });
     }
     if !out.is_empty() {
         return out;
@@ -598,10 +618,16 @@ pub fn validate_gates(gates: &BTreeMap<String, bool>) -> Vec<String> {
             .filter(|dep| !enabled(Some(gates), dep))
             .collect();
         if !disabled.is_empty() {
-            out.push(format!(
+            let message = format!(
                 "{gate} is enabled, but depends on features that are disabled: [{}]",
                 disabled.join(" ")
-            ));
+            );
+            let mut named = vec![*gate];
+            named.extend(disabled);
+            out.push(GateProblem {
+                message,
+                gates: named,
+            });
         }
     }
     out

@@ -1,5 +1,9 @@
 //! Where each field of a decoded file sits: field path to line and column.
 
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
+use std::sync::OnceLock;
+
 /// A 1-based line and column (in characters) in a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Position {
@@ -17,16 +21,54 @@ pub struct Position {
 /// (a map key may itself contain dots), `tlsCipherSuites[2]`. The document root is `""`.
 /// Use [`join_key`] and [`join_index`] to build paths in the same syntax.
 ///
-/// Building the map is cheap (one shared buffer, no hashing), because it is built for
-/// every file decoded; a lookup scans it, which is fine for the handful of lookups an
-/// error report makes.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// # Cost
+///
+/// Decoding records every key and list element, so recording is cheap: an entry holds its
+/// parent entry and its own key (or index), never the whole path, so the map's size is
+/// linear in the file whatever its nesting and key lengths. The first lookup builds an
+/// index (a hash of every entry's path, keyed at random per process so that no file can
+/// make paths collide on purpose); each lookup then costs the length of the path looked
+/// up, however many entries the map holds.
+#[derive(Debug, Clone, Default)]
 pub struct SourceMap {
-    /// All recorded paths, back to back.
-    paths: String,
-    /// Each path's range in `paths` and its position, in the order recorded.
-    entries: Vec<(usize, usize, Position)>,
+    /// The keys of all entries, back to back.
+    keys: String,
+    entries: Vec<Entry>,
+    /// Every entry's path hash with its index, sorted; built on the first lookup.
+    index: OnceLock<Vec<(u64, usize)>>,
 }
+
+/// An entry of a [`SourceMap`], which the decoders use as the parent of the entries
+/// nested in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct EntryId(usize);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Entry {
+    /// The entry whose path this one extends; `None` at the top level.
+    parent: Option<usize>,
+    segment: Segment,
+    /// The length of the whole path in bytes.
+    len: usize,
+    position: Position,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Segment {
+    /// A key: its range in `keys`.
+    Key { start: usize, end: usize },
+    /// A list index.
+    Index(usize),
+}
+
+impl PartialEq for SourceMap {
+    fn eq(&self, other: &Self) -> bool {
+        // Two maps are equal when they record the same paths at the same positions.
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for SourceMap {}
 
 impl SourceMap {
     /// An empty map.
@@ -37,9 +79,63 @@ impl SourceMap {
     /// Records `path` at `position`. If the path was recorded before, the first position
     /// stays the one [`SourceMap::get`] returns.
     pub fn record(&mut self, path: &str, position: Position) {
-        let start = self.paths.len();
-        self.paths.push_str(path);
-        self.entries.push((start, self.paths.len(), position));
+        self.push_key(None, path, position);
+    }
+
+    /// Records the key `key` of the mapping at `parent` (`None`: the top level), and
+    /// returns its entry, the parent of what is nested under it.
+    pub(crate) fn record_key(
+        &mut self,
+        parent: Option<EntryId>,
+        key: &str,
+        position: Position,
+    ) -> EntryId {
+        self.push_key(parent.map(|p| p.0), key, position)
+    }
+
+    /// Records element `index` of the list at `parent` (`None`: the top level).
+    pub(crate) fn record_index(
+        &mut self,
+        parent: Option<EntryId>,
+        index: usize,
+        position: Position,
+    ) -> EntryId {
+        let parent = parent.map(|p| p.0);
+        let len = self.path_len(parent) + 2 + decimal_len(index);
+        self.push(Entry {
+            parent,
+            segment: Segment::Index(index),
+            len,
+            position,
+        })
+    }
+
+    fn push_key(&mut self, parent: Option<usize>, key: &str, position: Position) -> EntryId {
+        let parent_len = self.path_len(parent);
+        let separator = usize::from(parent_len > 0);
+        let start = self.keys.len();
+        self.keys.push_str(key);
+        self.push(Entry {
+            parent,
+            segment: Segment::Key {
+                start,
+                end: self.keys.len(),
+            },
+            len: parent_len + separator + key.len(),
+            position,
+        })
+    }
+
+    fn push(&mut self, entry: Entry) -> EntryId {
+        self.index.take();
+        self.entries.push(entry);
+        EntryId(self.entries.len() - 1)
+    }
+
+    fn path_len(&self, entry: Option<usize>) -> usize {
+        entry
+            .and_then(|i| self.entries.get(i))
+            .map_or(0, |e| e.len)
     }
 
     /// The position recorded first for exactly `path`.
@@ -49,23 +145,33 @@ impl SourceMap {
 
     /// Every position recorded for exactly `path`, in the order recorded.
     pub(crate) fn all<'a>(&'a self, path: &'a str) -> impl Iterator<Item = Position> + 'a {
-        self.entries
-            .iter()
-            .filter(move |(start, end, _)| self.paths.get(*start..*end) == Some(path))
-            .map(|(_, _, position)| *position)
+        self.candidates(hash(path.as_bytes()))
+            .filter(move |&i| self.is_path(i, path))
+            .filter_map(|i| self.entries.get(i).map(|e| e.position))
     }
 
     /// The position of `path`, or of its nearest ancestor that has one
     /// (`evictionHard.memory.available`, then `evictionHard.memory`, then `evictionHard`).
     /// The root is not a fallback: a path whose top-level field is absent has no position.
     pub fn position(&self, path: &str) -> Option<Position> {
-        let mut current = path;
-        loop {
-            if let Some(position) = self.get(current) {
-                return Some(position);
+        // One pass hashes the path and every ancestor (each prefix ending before a `.` or
+        // a `[`), so a long path with many dots in its keys costs its length, not more.
+        let bytes = path.as_bytes();
+        let mut cuts = Vec::new();
+        let mut h = Hash::new();
+        for (i, &b) in bytes.iter().enumerate() {
+            if i > 0 && (b == b'.' || b == b'[') {
+                cuts.push((i, h.finish()));
             }
-            current = parent_path(current)?;
+            h.write_byte(b);
         }
+        let whole = std::iter::once((bytes.len(), h.finish()));
+        whole.chain(cuts.into_iter().rev()).find_map(|(end, hash)| {
+            let prefix = path.get(..end)?;
+            self.candidates(hash)
+                .find(|&i| self.is_path(i, prefix))
+                .and_then(|i| self.entries.get(i).map(|e| e.position))
+        })
     }
 
     /// The line of `path`, falling back like [`SourceMap::position`].
@@ -83,12 +189,200 @@ impl SourceMap {
         self.entries.is_empty()
     }
 
-    /// All recorded paths and positions, in the order recorded (document order).
-    pub fn iter(&self) -> impl Iterator<Item = (&str, Position)> {
-        self.entries
-            .iter()
-            .map(|(start, end, position)| (self.paths.get(*start..*end).unwrap_or(""), *position))
+    /// All recorded paths and positions, in the order recorded (document order). Each
+    /// path is built on demand.
+    pub fn iter(&self) -> impl Iterator<Item = (String, Position)> + '_ {
+        (0..self.entries.len()).filter_map(|i| {
+            let e = self.entries.get(i)?;
+            Some((self.path_of(i), e.position))
+        })
     }
+
+    /// The whole path of entry `i`.
+    fn path_of(&self, i: usize) -> String {
+        let mut chain = Vec::new();
+        let mut cur = Some(i);
+        while let Some(j) = cur {
+            let Some(e) = self.entries.get(j) else {
+                break;
+            };
+            chain.push(e);
+            cur = e.parent;
+        }
+        let mut path = String::new();
+        for e in chain.into_iter().rev() {
+            match e.segment {
+                Segment::Key { start, end } => {
+                    push_key(&mut path, self.keys.get(start..end).unwrap_or(""));
+                }
+                Segment::Index(index) => push_index(&mut path, index),
+            }
+        }
+        path
+    }
+
+    /// Whether entry `i`'s path is exactly `path`: its segments, from the last, against
+    /// the end of `path`. Costs at most the length of `path`.
+    fn is_path(&self, i: usize, path: &str) -> bool {
+        let Some(entry) = self.entries.get(i) else {
+            return false;
+        };
+        if entry.len != path.len() {
+            return false;
+        }
+        let bytes = path.as_bytes();
+        let mut end = path.len();
+        let mut cur = Some(entry);
+        while let Some(e) = cur {
+            let parent = e.parent.and_then(|p| self.entries.get(p));
+            let parent_len = parent.map_or(0, |p| p.len);
+            let Some(segment) = bytes.get(parent_len..end) else {
+                return false;
+            };
+            let ok = match e.segment {
+                Segment::Key { start, end } => {
+                    let key = self.keys.as_bytes().get(start..end).unwrap_or_default();
+                    if parent_len == 0 {
+                        segment == key
+                    } else {
+                        segment.first() == Some(&b'.') && segment.get(1..) == Some(key)
+                    }
+                }
+                Segment::Index(index) => {
+                    let (digits, len) = decimal(index);
+                    segment.first() == Some(&b'[')
+                        && segment.last() == Some(&b']')
+                        && segment.get(1..segment.len() - 1) == digits.get(digits.len() - len..)
+                }
+            };
+            if !ok {
+                return false;
+            }
+            end = parent_len;
+            cur = parent;
+        }
+        end == 0
+    }
+
+    /// The entries whose path hashes to `hash`, in the order recorded.
+    fn candidates(&self, hash: u64) -> impl Iterator<Item = usize> + '_ {
+        let index = self.index();
+        let from = index.partition_point(|&(h, _)| h < hash);
+        index
+            .get(from..)
+            .unwrap_or_default()
+            .iter()
+            .take_while(move |&&(h, _)| h == hash)
+            .map(|&(_, i)| i)
+    }
+
+    fn index(&self) -> &[(u64, usize)] {
+        self.index.get_or_init(|| {
+            // Parents are recorded before their children, so each hash extends one
+            // computed already.
+            let mut hashes: Vec<Hash> = Vec::with_capacity(self.entries.len());
+            for e in &self.entries {
+                let mut h = e
+                    .parent
+                    .and_then(|p| hashes.get(p).copied())
+                    .unwrap_or_else(Hash::new);
+                let parent_len = self.path_len(e.parent);
+                match e.segment {
+                    Segment::Key { start, end } => {
+                        if parent_len > 0 {
+                            h.write_byte(b'.');
+                        }
+                        h.write(self.keys.as_bytes().get(start..end).unwrap_or_default());
+                    }
+                    Segment::Index(index) => {
+                        let (digits, len) = decimal(index);
+                        h.write_byte(b'[');
+                        h.write(digits.get(digits.len() - len..).unwrap_or_default());
+                        h.write_byte(b']');
+                    }
+                }
+                hashes.push(h);
+            }
+            let mut index: Vec<(u64, usize)> = hashes
+                .iter()
+                .enumerate()
+                .map(|(i, h)| (h.finish(), i))
+                .collect();
+            index.sort_unstable();
+            index
+        })
+    }
+}
+
+/// A polynomial hash of bytes modulo the prime 2^61 - 1 at a base drawn at random once per
+/// process: a path's hash extends its parent's, and no input can choose paths that
+/// collide (two different paths of length n collide with probability below n / 2^61).
+#[derive(Debug, Clone, Copy)]
+struct Hash(u64);
+
+const MODULUS: u64 = (1 << 61) - 1;
+
+fn base() -> u64 {
+    static BASE: OnceLock<u64> = OnceLock::new();
+    *BASE.get_or_init(|| RandomState::new().hash_one(0x6b75_6265_6c65_74u64) % (MODULUS - 256) + 256)
+}
+
+impl Hash {
+    fn new() -> Self {
+        Hash(0)
+    }
+
+    fn write_byte(&mut self, b: u8) {
+        // Digits from 1 to 256, so that no byte is a zero digit ("\0a" and "a" differ).
+        let product = u128::from(self.0) * u128::from(base()) + u128::from(b) + 1;
+        self.0 = reduce(product);
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_byte(b);
+        }
+    }
+
+    fn finish(self) -> u64 {
+        self.0
+    }
+}
+
+/// `x` modulo 2^61 - 1, for `x` below 2^122 + 2^62.
+fn reduce(x: u128) -> u64 {
+    let m = u128::from(MODULUS);
+    let folded = (x & m) + (x >> 61);
+    let folded = (folded & m) + (folded >> 61);
+    let r = folded as u64;
+    if r >= MODULUS { r - MODULUS } else { r }
+}
+
+fn hash(bytes: &[u8]) -> u64 {
+    let mut h = Hash::new();
+    h.write(bytes);
+    h.finish()
+}
+
+/// The decimal digits of `n`, right-aligned in a buffer, and how many there are.
+fn decimal(mut n: usize) -> ([u8; 20], usize) {
+    let mut digits = [0u8; 20];
+    let mut len = 0;
+    loop {
+        len += 1;
+        if let Some(d) = digits.get_mut(20 - len) {
+            *d = b'0' + (n % 10) as u8;
+        }
+        n /= 10;
+        if n == 0 {
+            return (digits, len);
+        }
+    }
+}
+
+/// The number of decimal digits of `n`.
+fn decimal_len(n: usize) -> usize {
+    decimal(n).1
 }
 
 /// `parent.key` (or `key` at the root), in [`SourceMap`] path syntax.
@@ -120,9 +414,120 @@ pub(crate) fn push_index(path: &mut String, index: usize) {
     let _ = write!(path, "[{index}]");
 }
 
-/// The path one segment up, or `None` at a top-level field or the root.
-fn parent_path(path: &str) -> Option<&str> {
-    let cut = path.rfind(['.', '['])?;
-    let parent = &path[..cut];
-    (!parent.is_empty()).then_some(parent)
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(line: usize) -> Position {
+        Position { line, column: 1 }
+    }
+
+    #[test]
+    fn nested_entries_are_found_by_their_whole_path() {
+        let mut map = SourceMap::new();
+        let root = map.record_key(None, "", at(1));
+        assert_eq!(map.get(""), Some(at(1)));
+        let _ = root;
+        let eviction = map.record_key(None, "evictionHard", at(2));
+        map.record_key(Some(eviction), "memory.available", at(3));
+        let taints = map.record_key(None, "registerWithTaints", at(4));
+        let first = map.record_index(Some(taints), 0, at(5));
+        map.record_key(Some(first), "effect", at(6));
+        let top = map.record_index(None, 12, at(7));
+
+        assert_eq!(map.get("evictionHard.memory.available"), Some(at(3)));
+        assert_eq!(map.get("registerWithTaints[0].effect"), Some(at(6)));
+        assert_eq!(map.get("registerWithTaints[0]"), Some(at(5)));
+        assert_eq!(map.get("[12]"), Some(at(7)));
+        let _ = top;
+        for missing in [
+            "evictionHard.memory",
+            "registerWithTaints[1]",
+            "registerWithTaints.0",
+            "effect",
+            "[1]",
+        ] {
+            assert_eq!(map.get(missing), None, "{missing}");
+        }
+        // Ancestors: the nearest recorded one; a key's own dots are cut points too.
+        assert_eq!(
+            map.position("evictionHard.memory.available.x[3]"),
+            Some(at(3))
+        );
+        assert_eq!(map.position("evictionHard.nodefs.available"), Some(at(2)));
+        assert_eq!(map.position("registerWithTaints[7].key"), Some(at(4)));
+        assert_eq!(map.position("shutdownGracePeriod"), None);
+        assert_eq!(
+            map.iter().map(|(p, _)| p).collect::<Vec<_>>(),
+            [
+                "",
+                "evictionHard",
+                "evictionHard.memory.available",
+                "registerWithTaints",
+                "registerWithTaints[0]",
+                "registerWithTaints[0].effect",
+                "[12]"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_repeated_path_keeps_every_position_in_order() {
+        let mut map = SourceMap::new();
+        let gates = map.record_key(None, "featureGates", at(1));
+        map.record_key(Some(gates), "A", at(2));
+        map.record_key(Some(gates), "B", at(3));
+        map.record_key(Some(gates), "A", at(4));
+        map.record("featureGates.A", at(5));
+        assert_eq!(map.get("featureGates.A"), Some(at(2)));
+        assert_eq!(
+            map.all("featureGates.A").collect::<Vec<_>>(),
+            [at(2), at(4), at(5)]
+        );
+        // Recording after a lookup rebuilds the index.
+        map.record("late", at(6));
+        assert_eq!(map.get("late"), Some(at(6)));
+    }
+
+    #[test]
+    fn empty_keys_and_keys_with_separators_keep_their_own_paths() {
+        let mut map = SourceMap::new();
+        let empty = map.record_key(None, "", at(1));
+        map.record_key(Some(empty), "a", at(2));
+        let a = map.record_key(None, "a", at(3));
+        map.record_key(Some(a), "", at(4));
+        map.record_key(Some(a), "b[0]", at(5));
+        // `""` then `a` under it is the path `a`, as push_key builds it.
+        assert_eq!(map.all("a").collect::<Vec<_>>(), [at(2), at(3)]);
+        assert_eq!(map.get("a."), Some(at(4)));
+        assert_eq!(map.get("a.b[0]"), Some(at(5)));
+    }
+
+    #[test]
+    fn maps_compare_by_paths_and_positions() {
+        let mut a = SourceMap::new();
+        let k = a.record_key(None, "k", at(1));
+        a.record_index(Some(k), 0, at(2));
+        let mut b = SourceMap::new();
+        b.record("k", at(1));
+        b.record("k[0]", at(2));
+        assert_eq!(a, b);
+        b.record("k[1]", at(3));
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn hashes_are_reduced_modulo_the_prime() {
+        assert_eq!(reduce(u128::from(MODULUS)), 0);
+        assert_eq!(reduce(u128::from(MODULUS) + 5), 5);
+        let big = u128::from(MODULUS - 1) * u128::from(MODULUS - 1) + 256;
+        assert_eq!(reduce(big), ((big % u128::from(MODULUS)) as u64));
+        assert_eq!(decimal_len(0), 1);
+        assert_eq!(decimal_len(9), 1);
+        assert_eq!(decimal_len(10), 2);
+        assert_eq!(decimal_len(123_456), 6);
+        assert_eq!(decimal_len(usize::MAX), usize::MAX.to_string().len());
+        let (digits, len) = decimal(9_087);
+        assert_eq!(&digits[20 - len..], b"9087");
+    }
 }
