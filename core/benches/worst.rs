@@ -8,8 +8,10 @@
 //!
 //! Run: `cargo bench -p kubelet-gitops-core --bench worst`. It first prints one table
 //! row per input (its size, the errors found, the lines printed, the slowest of three
-//! single runs), then runs criterion. `WORST_TABLE_ONLY=1` prints only the table;
-//! `WORST_SHOW=1` adds each input's first two lines of output;
+//! single runs in wall time and in CPU time, which a busy machine does not inflate), then
+//! runs criterion. `WORST_TABLE_ONLY=1` prints only the table;
+//! `WORST_SHOW=1` adds each input's first two lines of output, `WORST_STAGES=1` the time
+//! of each step (decode, default, validate, locate the errors' lines, free);
 //! `WORST_BYTES=65536` builds smaller inputs (for measuring how time grows with size);
 //! `WORST_ONLY=substring` keeps the inputs whose name contains it.
 
@@ -20,6 +22,7 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, Throughput};
 use kubelet_gitops_core::decode::MAX_FILE_BYTES;
 use kubelet_gitops_core::effective::{self, Source};
+use kubelet_gitops_core::message::{Capped, cap_per_file, more_errors};
 use kubelet_gitops_core::validation::{self, HostInfo, ValidationError};
 
 const HEADER: &str = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n";
@@ -214,9 +217,8 @@ fn inputs(limit: usize) -> Vec<Input> {
         Input {
             name: "duplicate keys: one repeat after 40,000 distinct keys",
             bytes: {
-                let mut bytes = yaml_block("featureGates", limit - 32, |i| {
-                    format!("  G{i:06}: true\n")
-                });
+                let mut bytes =
+                    yaml_block("featureGates", limit - 32, |i| format!("  G{i:06}: true\n"));
                 bytes.extend_from_slice(b"  G000000: true\n");
                 bytes
             },
@@ -224,6 +226,63 @@ fn inputs(limit: usize) -> Vec<Input> {
         Input {
             name: "deep nesting (60 levels), then many keys",
             bytes: deep,
+        },
+        Input {
+            name: "featureGates: unknown keys, minified JSON on one line",
+            bytes: {
+                let head = format!("{JSON_HEAD}featureGates\": {{");
+                fill(&head, "}}", limit, |i| {
+                    format!("{}\"G{i:06}\":true", if i == 0 { "" } else { "," })
+                })
+            },
+        },
+        Input {
+            name: "tlsCipherSuites: one flow list on one line (YAML)",
+            bytes: {
+                let head = format!("{HEADER}tlsCipherSuites: [");
+                fill(&head, "]\n", limit, |i| {
+                    format!("{}T{i}", if i == 0 { "" } else { ", " })
+                })
+            },
+        },
+        Input {
+            name: "tlsCipherSuites: one non-ASCII flow list on one line (YAML)",
+            bytes: {
+                let head = format!("{HEADER}tlsCipherSuites: [");
+                fill(&head, "]\n", limit, |i| {
+                    format!("{}é{i}", if i == 0 { "" } else { ", " })
+                })
+            },
+        },
+        Input {
+            name: "tlsCipherSuites: one flow list on one line (YAML, full parser)",
+            bytes: {
+                let head = format!("{HEADER}tlsCipherSuites: [\t");
+                fill(&head, "]\n", limit, |i| {
+                    format!("{}T{i}", if i == 0 { "" } else { ", " })
+                })
+            },
+        },
+        Input {
+            name: "30 levels of 1,000-character keys, then many keys (YAML)",
+            bytes: {
+                let mut head = String::from(HEADER);
+                for d in 0..30 {
+                    let _ = writeln!(head, "{}{}{d}:", "  ".repeat(d), "k".repeat(1000));
+                }
+                fill(&head, "", limit, |i| {
+                    format!("{}x{i}: 1\n", "  ".repeat(30))
+                })
+            },
+        },
+        Input {
+            name: "one key of 512 KiB, then many keys under it (JSON)",
+            bytes: {
+                let head = format!("{JSON_HEAD}{}\": {{", "k".repeat(limit / 2));
+                fill(&head, "}}", limit, |i| {
+                    format!("{}\"{i}\":1", if i == 0 { "" } else { "," })
+                })
+            },
         },
         Input {
             name: "one unknown key of 1 MiB (JSON)",
@@ -263,17 +322,17 @@ fn decide(name: &str, bytes: &[u8]) -> Decided {
             .and_then(|m| m.line_of(&err.field))
             .unwrap_or(1)
     };
-    let mut sorted: Vec<&ValidationError> = errors.iter().collect();
-    sorted.sort_by_key(|e| line_of(e));
+    let mut located: Vec<(usize, &ValidationError)> =
+        errors.iter().map(|e| (line_of(e), e)).collect();
+    located.sort_by_key(|(line, _)| *line);
     let mut output = String::new();
-    for err in sorted {
-        let _ = writeln!(
-            output,
-            "{name}:{}: {}: {}",
-            line_of(err),
-            err.field,
-            err.message
-        );
+    for item in cap_per_file(&located, |_| name) {
+        let _ = match item {
+            Capped::Shown((line, err)) => {
+                writeln!(output, "{name}:{line}: {}: {}", err.field, err.message)
+            }
+            Capped::More { file, hidden } => writeln!(output, "{}", more_errors(file, hidden)),
+        };
     }
     Decided {
         errors: errors.len(),
@@ -281,41 +340,101 @@ fn decide(name: &str, bytes: &[u8]) -> Decided {
     }
 }
 
+/// Time this thread has spent on a CPU (from the scheduler's statistics), so that the
+/// figures hold on a machine shared with other work; `None` where /proc does not say.
+fn thread_cpu() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns: u64 = stat.split_whitespace().next()?.parse().ok()?;
+    Some(Duration::from_nanos(ns))
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// The time of each step of [`decide`] for one input, in milliseconds of wall time.
+fn stages(name: &str, bytes: &[u8]) -> String {
+    let start = Instant::now();
+    let decoded = kubelet_gitops_core::decode::decode_kubelet_configuration(name, bytes);
+    let decode = start.elapsed();
+    let Ok((mut cfg, map)) = decoded else {
+        return format!("decode {:.1}", ms(decode));
+    };
+    let start = Instant::now();
+    kubelet_gitops_core::defaults::set_defaults(&mut cfg);
+    let default = start.elapsed();
+    let start = Instant::now();
+    let errors = validation::validate(&cfg, &HostInfo::default());
+    let validate = start.elapsed();
+    let start = Instant::now();
+    let mut lines: Vec<usize> = errors
+        .iter()
+        .map(|e| map.line_of(&e.field).unwrap_or(1))
+        .collect();
+    lines.sort_unstable();
+    let locate = start.elapsed();
+    let start = Instant::now();
+    drop((cfg, map, errors, lines));
+    let free = start.elapsed();
+    format!(
+        "decode {:.1}, default {:.1}, validate {:.1}, locate {:.1}, free {:.1}",
+        ms(decode),
+        ms(default),
+        ms(validate),
+        ms(locate),
+        ms(free)
+    )
+}
+
 fn table(inputs: &[Input]) {
     println!(
-        "{:<62} {:>9} {:>7} {:>6} {:>10}",
-        "input", "bytes", "errors", "lines", "slowest"
+        "{:<62} {:>9} {:>7} {:>6} {:>10} {:>10}",
+        "input", "bytes", "errors", "lines", "wall", "cpu"
     );
-    let mut worst = Duration::ZERO;
+    let (mut worst, mut worst_cpu) = (Duration::ZERO, Duration::ZERO);
     for input in inputs {
-        let mut slowest = Duration::ZERO;
+        // The slowest of three runs, in wall time and in this thread's CPU time.
+        let (mut slowest, mut slowest_cpu) = (Duration::ZERO, Duration::ZERO);
         let mut decided = None;
         for _ in 0..3 {
+            let cpu = thread_cpu();
             let start = Instant::now();
             let d = decide(input.name, black_box(&input.bytes));
             slowest = slowest.max(start.elapsed());
+            if let (Some(before), Some(after)) = (cpu, thread_cpu()) {
+                slowest_cpu = slowest_cpu.max(after.saturating_sub(before));
+            }
             decided = Some(d);
         }
         worst = worst.max(slowest);
+        worst_cpu = worst_cpu.max(slowest_cpu);
         let d = decided.unwrap_or(Decided {
             errors: 0,
             output: String::new(),
         });
         println!(
-            "{:<62} {:>9} {:>7} {:>6} {:>8.1}ms",
+            "{:<62} {:>9} {:>7} {:>6} {:>8.1}ms {:>8.1}ms",
             input.name,
             input.bytes.len(),
             d.errors,
             d.output.lines().count(),
-            slowest.as_secs_f64() * 1e3
+            ms(slowest),
+            ms(slowest_cpu)
         );
+        if std::env::var_os("WORST_STAGES").is_some() {
+            println!("    {}", stages(input.name, &input.bytes));
+        }
         if std::env::var_os("WORST_SHOW").is_some() {
             for line in d.output.lines().take(2) {
                 println!("    {}", line.chars().take(160).collect::<String>());
             }
         }
     }
-    println!("slowest input: {:.1} ms", worst.as_secs_f64() * 1e3);
+    println!(
+        "slowest input: {:.1} ms wall, {:.1} ms CPU",
+        ms(worst),
+        ms(worst_cpu)
+    );
 }
 
 fn main() {

@@ -150,7 +150,10 @@ mod tests {
             .chain((0..MAX_ERRORS_SHOWN + 1).map(|i| ("pools/x.yaml".to_string(), i)))
             .collect();
         let capped = cap_per_file(&errors, |(file, _)| file);
-        assert_eq!(capped.len(), MAX_ERRORS_SHOWN + 1 + 3 + MAX_ERRORS_SHOWN + 1);
+        assert_eq!(
+            capped.len(),
+            MAX_ERRORS_SHOWN + 1 + 3 + MAX_ERRORS_SHOWN + 1
+        );
         // The first errors of each file, in order, then the count of the others.
         assert_eq!(capped[0], Capped::Shown(&errors[0]));
         assert_eq!(

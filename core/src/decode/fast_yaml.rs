@@ -333,17 +333,32 @@ impl<'t> Fast<'_, 't> {
                 return None;
             }
             if opening {
-                self.open(Kind::Seq, indent, number, self.columns.at(number, line, offset))?;
+                self.open(
+                    Kind::Seq,
+                    indent,
+                    number,
+                    self.columns.at(number, line, offset),
+                )?;
             }
             if looks_like_entry(item) {
-                self.open(Kind::Map, offset, number, self.columns.at(number, line, offset))?;
+                self.open(
+                    Kind::Map,
+                    offset,
+                    number,
+                    self.columns.at(number, line, offset),
+                )?;
                 self.entry(number, line, offset)
             } else {
                 self.value(number, line, offset, indent)
             }
         } else {
             if opening {
-                self.open(Kind::Map, indent, number, self.columns.at(number, line, indent))?;
+                self.open(
+                    Kind::Map,
+                    indent,
+                    number,
+                    self.columns.at(number, line, indent),
+                )?;
             }
             self.entry(number, line, indent)
         }

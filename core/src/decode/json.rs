@@ -280,8 +280,7 @@ impl Scanner<'_> {
     }
 
     fn position(&mut self) -> Position {
-        let (from, before) = if self.column_at.0 >= self.line_start && self.column_at.0 <= self.i
-        {
+        let (from, before) = if self.column_at.0 >= self.line_start && self.column_at.0 <= self.i {
             self.column_at
         } else {
             (self.line_start, 0)

@@ -1,7 +1,8 @@
 //! Where each field of a decoded file sits: field path to line and column.
 
+use std::collections::HashMap;
 use std::collections::hash_map::RandomState;
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::OnceLock;
 
 /// A 1-based line and column (in characters) in a file.
@@ -34,8 +35,40 @@ pub struct SourceMap {
     /// The keys of all entries, back to back.
     keys: String,
     entries: Vec<Entry>,
-    /// Every entry's path hash with its index, sorted; built on the first lookup.
-    index: OnceLock<Vec<(u64, usize)>>,
+    /// The entries by the hash of their path; built on the first lookup.
+    index: OnceLock<Index>,
+}
+
+/// Entries by path hash: the first entry of each hash, and each entry's next one with the
+/// same hash (in the order recorded).
+#[derive(Debug, Clone, Default)]
+struct Index {
+    first: HashMap<u64, usize, BuildHasherDefault<Spread>>,
+    next: Vec<usize>,
+}
+
+/// No entry: the end of a chain in [`Index::next`].
+const NONE: usize = usize::MAX;
+
+/// The hasher of [`Index::first`]: its keys are hashes already, keyed at random, so they
+/// only need spreading over the 64 bits the table looks at.
+#[derive(Default)]
+struct Spread(u64);
+
+impl Hasher for Spread {
+    fn finish(&self) -> u64 {
+        self.0.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
 }
 
 /// An entry of a [`SourceMap`], which the decoders use as the parent of the entries
@@ -43,14 +76,69 @@ pub struct SourceMap {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct EntryId(usize);
 
+/// An entry, in 24 bytes (a map holds one per key and list element of a file of up to a
+/// mebibyte, so every number fits 32 bits; larger ones saturate).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Entry {
-    /// The entry whose path this one extends; `None` at the top level.
-    parent: Option<usize>,
-    segment: Segment,
+    /// The entry whose path this one extends; [`NO_PARENT`] at the top level.
+    parent: u32,
+    /// A key's range in `keys`, or a list index and [`INDEX`].
+    a: u32,
+    b: u32,
     /// The length of the whole path in bytes.
-    len: usize,
-    position: Position,
+    len: u32,
+    line: u32,
+    column: u32,
+}
+
+const NO_PARENT: u32 = u32::MAX;
+const INDEX: u32 = u32::MAX;
+
+fn small(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+impl Entry {
+    fn new(parent: Option<usize>, segment: Segment, len: usize, position: Position) -> Self {
+        let (a, b) = match segment {
+            Segment::Key { start, end } => (small(start), small(end).min(INDEX - 1)),
+            Segment::Index(index) => (small(index), INDEX),
+        };
+        Entry {
+            parent: parent.map_or(NO_PARENT, small),
+            a,
+            b,
+            len: small(len),
+            line: small(position.line),
+            column: small(position.column),
+        }
+    }
+
+    fn parent(&self) -> Option<usize> {
+        (self.parent != NO_PARENT).then_some(self.parent as usize)
+    }
+
+    fn segment(&self) -> Segment {
+        if self.b == INDEX {
+            Segment::Index(self.a as usize)
+        } else {
+            Segment::Key {
+                start: self.a as usize,
+                end: self.b as usize,
+            }
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    fn position(&self) -> Position {
+        Position {
+            line: self.line as usize,
+            column: self.column as usize,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,12 +190,7 @@ impl SourceMap {
     ) -> EntryId {
         let parent = parent.map(|p| p.0);
         let len = self.path_len(parent) + 2 + decimal_len(index);
-        self.push(Entry {
-            parent,
-            segment: Segment::Index(index),
-            len,
-            position,
-        })
+        self.push(Entry::new(parent, Segment::Index(index), len, position))
     }
 
     fn push_key(&mut self, parent: Option<usize>, key: &str, position: Position) -> EntryId {
@@ -115,15 +198,13 @@ impl SourceMap {
         let separator = usize::from(parent_len > 0);
         let start = self.keys.len();
         self.keys.push_str(key);
-        self.push(Entry {
+        let end = self.keys.len();
+        self.push(Entry::new(
             parent,
-            segment: Segment::Key {
-                start,
-                end: self.keys.len(),
-            },
-            len: parent_len + separator + key.len(),
+            Segment::Key { start, end },
+            parent_len + separator + key.len(),
             position,
-        })
+        ))
     }
 
     fn push(&mut self, entry: Entry) -> EntryId {
@@ -135,7 +216,7 @@ impl SourceMap {
     fn path_len(&self, entry: Option<usize>) -> usize {
         entry
             .and_then(|i| self.entries.get(i))
-            .map_or(0, |e| e.len)
+            .map_or(0, Entry::len)
     }
 
     /// The position recorded first for exactly `path`.
@@ -147,15 +228,18 @@ impl SourceMap {
     pub(crate) fn all<'a>(&'a self, path: &'a str) -> impl Iterator<Item = Position> + 'a {
         self.candidates(hash(path.as_bytes()))
             .filter(move |&i| self.is_path(i, path))
-            .filter_map(|i| self.entries.get(i).map(|e| e.position))
+            .filter_map(|i| self.entries.get(i).map(Entry::position))
     }
 
     /// The position of `path`, or of its nearest ancestor that has one
     /// (`evictionHard.memory.available`, then `evictionHard.memory`, then `evictionHard`).
     /// The root is not a fallback: a path whose top-level field is absent has no position.
     pub fn position(&self, path: &str) -> Option<Position> {
-        // One pass hashes the path and every ancestor (each prefix ending before a `.` or
-        // a `[`), so a long path with many dots in its keys costs its length, not more.
+        if let Some(found) = self.get(path) {
+            return Some(found);
+        }
+        // One pass hashes every ancestor (each prefix ending before a `.` or a `[`), so a
+        // long path with many dots in its keys costs its length, not more.
         let bytes = path.as_bytes();
         let mut cuts = Vec::new();
         let mut h = Hash::new();
@@ -165,12 +249,11 @@ impl SourceMap {
             }
             h.write_byte(b);
         }
-        let whole = std::iter::once((bytes.len(), h.finish()));
-        whole.chain(cuts.into_iter().rev()).find_map(|(end, hash)| {
+        cuts.into_iter().rev().find_map(|(end, hash)| {
             let prefix = path.get(..end)?;
             self.candidates(hash)
                 .find(|&i| self.is_path(i, prefix))
-                .and_then(|i| self.entries.get(i).map(|e| e.position))
+                .and_then(|i| self.entries.get(i).map(Entry::position))
         })
     }
 
@@ -194,7 +277,7 @@ impl SourceMap {
     pub fn iter(&self) -> impl Iterator<Item = (String, Position)> + '_ {
         (0..self.entries.len()).filter_map(|i| {
             let e = self.entries.get(i)?;
-            Some((self.path_of(i), e.position))
+            Some((self.path_of(i), e.position()))
         })
     }
 
@@ -207,11 +290,11 @@ impl SourceMap {
                 break;
             };
             chain.push(e);
-            cur = e.parent;
+            cur = e.parent();
         }
         let mut path = String::new();
         for e in chain.into_iter().rev() {
-            match e.segment {
+            match e.segment() {
                 Segment::Key { start, end } => {
                     push_key(&mut path, self.keys.get(start..end).unwrap_or(""));
                 }
@@ -227,19 +310,19 @@ impl SourceMap {
         let Some(entry) = self.entries.get(i) else {
             return false;
         };
-        if entry.len != path.len() {
+        if entry.len() != path.len() {
             return false;
         }
         let bytes = path.as_bytes();
         let mut end = path.len();
         let mut cur = Some(entry);
         while let Some(e) = cur {
-            let parent = e.parent.and_then(|p| self.entries.get(p));
-            let parent_len = parent.map_or(0, |p| p.len);
+            let parent = e.parent().and_then(|p| self.entries.get(p));
+            let parent_len = parent.map_or(0, Entry::len);
             let Some(segment) = bytes.get(parent_len..end) else {
                 return false;
             };
-            let ok = match e.segment {
+            let ok = match e.segment() {
                 Segment::Key { start, end } => {
                     let key = self.keys.as_bytes().get(start..end).unwrap_or_default();
                     if parent_len == 0 {
@@ -267,27 +350,23 @@ impl SourceMap {
     /// The entries whose path hashes to `hash`, in the order recorded.
     fn candidates(&self, hash: u64) -> impl Iterator<Item = usize> + '_ {
         let index = self.index();
-        let from = index.partition_point(|&(h, _)| h < hash);
-        index
-            .get(from..)
-            .unwrap_or_default()
-            .iter()
-            .take_while(move |&&(h, _)| h == hash)
-            .map(|&(_, i)| i)
+        let first = index.first.get(&hash).copied().unwrap_or(NONE);
+        std::iter::successors(Some(first), |&i| index.next.get(i).copied())
+            .take_while(|&i| i != NONE)
     }
 
-    fn index(&self) -> &[(u64, usize)] {
+    fn index(&self) -> &Index {
         self.index.get_or_init(|| {
             // Parents are recorded before their children, so each hash extends one
             // computed already.
             let mut hashes: Vec<Hash> = Vec::with_capacity(self.entries.len());
             for e in &self.entries {
                 let mut h = e
-                    .parent
+                    .parent()
                     .and_then(|p| hashes.get(p).copied())
                     .unwrap_or_else(Hash::new);
-                let parent_len = self.path_len(e.parent);
-                match e.segment {
+                let parent_len = self.path_len(e.parent());
+                match e.segment() {
                     Segment::Key { start, end } => {
                         if parent_len > 0 {
                             h.write_byte(b'.');
@@ -303,12 +382,24 @@ impl SourceMap {
                 }
                 hashes.push(h);
             }
-            let mut index: Vec<(u64, usize)> = hashes
-                .iter()
-                .enumerate()
-                .map(|(i, h)| (h.finish(), i))
-                .collect();
-            index.sort_unstable();
+            let mut index = Index {
+                first: HashMap::with_capacity_and_hasher(hashes.len(), Default::default()),
+                next: vec![NONE; hashes.len()],
+            };
+            // The last entry of each chain (at the index of its first), while it is built.
+            let mut tails = vec![NONE; hashes.len()];
+            for (i, h) in hashes.iter().enumerate() {
+                let head = *index.first.entry(h.finish()).or_insert(i);
+                if head != i
+                    && let Some(tail) = tails.get_mut(head)
+                {
+                    let previous = if *tail == NONE { head } else { *tail };
+                    if let Some(slot) = index.next.get_mut(previous) {
+                        *slot = i;
+                    }
+                    *tail = i;
+                }
+            }
             index
         })
     }
@@ -318,24 +409,31 @@ impl SourceMap {
 /// process: a path's hash extends its parent's, and no input can choose paths that
 /// collide (two different paths of length n collide with probability below n / 2^61).
 #[derive(Debug, Clone, Copy)]
-struct Hash(u64);
+struct Hash {
+    value: u64,
+    base: u64,
+}
 
 const MODULUS: u64 = (1 << 61) - 1;
 
 fn base() -> u64 {
     static BASE: OnceLock<u64> = OnceLock::new();
-    *BASE.get_or_init(|| RandomState::new().hash_one(0x6b75_6265_6c65_74u64) % (MODULUS - 256) + 256)
+    *BASE
+        .get_or_init(|| RandomState::new().hash_one(0x6b75_6265_6c65_74u64) % (MODULUS - 256) + 256)
 }
 
 impl Hash {
     fn new() -> Self {
-        Hash(0)
+        Hash {
+            value: 0,
+            base: base(),
+        }
     }
 
     fn write_byte(&mut self, b: u8) {
         // Digits from 1 to 256, so that no byte is a zero digit ("\0a" and "a" differ).
-        let product = u128::from(self.0) * u128::from(base()) + u128::from(b) + 1;
-        self.0 = reduce(product);
+        let product = u128::from(self.value) * u128::from(self.base) + u128::from(b) + 1;
+        self.value = reduce(product);
     }
 
     fn write(&mut self, bytes: &[u8]) {
@@ -345,7 +443,7 @@ impl Hash {
     }
 
     fn finish(self) -> u64 {
-        self.0
+        self.value
     }
 }
 

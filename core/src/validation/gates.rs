@@ -1,8 +1,6 @@
 //! `featureGates`: unknown gates, gates locked to their default, enabled gates whose
-//! dependencies are disabled ([`crate::features::validate_gates`]), each reported on the
-//! gate it names.
-
-use std::collections::BTreeMap;
+//! dependencies are disabled ([`crate::features::gate_problems`]), each reported on the
+//! gate it concerns.
 
 use crate::features;
 use crate::types::KubeletConfiguration;
@@ -14,23 +12,12 @@ pub(super) fn check(cfg: &KubeletConfiguration, out: &mut Vec<ValidationError>) 
         return;
     };
     for problem in features::gate_problems(gates) {
-        let field = match gate_of(gates, &problem.gates) {
+        let field = match problem.gate {
             Some(name) => format!("featureGates.{name}"),
             None => "featureGates".to_string(),
         };
         out.push(err(field, problem.message));
     }
-}
-
-/// The gate of the config that a problem is reported on: of the gates its message names,
-/// the longest one the config sets (a dependency the config turned off when the gate
-/// that needs it is on by default).
-fn gate_of<'a>(gates: &'a BTreeMap<String, bool>, named: &[&str]) -> Option<&'a str> {
-    named
-        .iter()
-        .filter(|name| !name.is_empty())
-        .filter_map(|name| gates.get_key_value(*name).map(|(k, _)| k.as_str()))
-        .max_by_key(|name| name.len())
 }
 
 #[cfg(test)]

@@ -1,11 +1,12 @@
 //! From the poller's events to the desired state: the fetched commit, rendered and
-//! validated on the blocking pool, or rejected (logged once, kept in
+//! validated on the blocking pool, or rejected (logged once, in one line with the error
+//! count and the first errors of each file, kept in
 //! [`SyncState`](crate::state::SyncState) for `/readyz` and the commit statuses) while the
 //! last valid commit stays in force.
 
 use std::sync::Arc;
 
-use kubelet_gitops_core::message::error_chain;
+use kubelet_gitops_core::message::{cap_per_file, error_chain};
 use tokio::task::JoinSet;
 
 use super::reconcile::Desired;
@@ -97,19 +98,16 @@ impl Controller {
             }
             Err(RenderFailure::Invalid(errors)) => {
                 st.rendered = Some(commit.clone());
-                for e in &errors {
-                    tracing::error!(
-                        commit = %commit,
-                        file = %e.file,
-                        line = e.line,
-                        column = e.column,
-                        field = %e.field,
-                        "{e}"
-                    );
-                }
+                // One line for the whole commit, however many errors it has: the count,
+                // and the first errors of each file.
+                let shown: Vec<String> = cap_per_file(&errors, |e| &e.file)
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect();
                 tracing::error!(
                     commit = %commit,
                     problems = errors.len(),
+                    errors = ?shown,
                     kept = st.desired.as_ref().map(|d| d.commit.as_str()).unwrap_or("none"),
                     "commit does not validate: nothing of it is applied; the last valid commit stays in force"
                 );

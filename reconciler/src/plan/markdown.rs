@@ -4,6 +4,8 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
+use kubelet_gitops_core::message::cap_per_file;
+
 use super::disruptive::Disruption;
 use super::{Desired, Move, Plan, PoolChange, PoolPlan};
 use crate::model::Rollout;
@@ -389,7 +391,9 @@ pub fn invalid_summary(errors: &[RepoError]) -> String {
 }
 
 /// The Markdown for a head revision that does not validate: nothing would be applied,
-/// and every error, `file:line:col: field: message`.
+/// and the errors, `file:line:col: field: message`, at most
+/// [`MAX_ERRORS_SHOWN`](kubelet_gitops_core::message::MAX_ERRORS_SHOWN) of each file and
+/// then how many more it has.
 pub fn invalid_markdown(head: &str, errors: &[RepoError]) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "## kubelet-gitops plan\n");
@@ -400,7 +404,7 @@ pub fn invalid_markdown(head: &str, errors: &[RepoError]) -> String {
         plural(errors.len(), "error", "errors")
     );
     let _ = writeln!(out, "```text");
-    for e in errors {
+    for e in cap_per_file(errors, |e| &e.file) {
         let _ = writeln!(out, "{e}");
     }
     let _ = writeln!(out, "```");

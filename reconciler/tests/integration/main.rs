@@ -13,6 +13,7 @@ mod deploy_manifests;
 mod examples_repo;
 mod git;
 mod git_ssh;
+mod many_errors;
 mod plan;
 mod readme;
 mod resume_sim;
