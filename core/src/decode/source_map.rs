@@ -235,16 +235,22 @@ impl SourceMap {
     /// (`evictionHard.memory.available`, then `evictionHard.memory`, then `evictionHard`).
     /// The root is not a fallback: a path whose top-level field is absent has no position.
     pub fn position(&self, path: &str) -> Option<Position> {
+        self.nearest(path, 1).map(|(_, position)| position)
+    }
+
+    /// The longest of `path` and its ancestors (each prefix ending before a `.` or a `[`)
+    /// that is recorded, the ancestors no shorter than `min_len` bytes: its length and
+    /// position. Costs the length of `path`, however many dots its keys hold.
+    pub fn nearest(&self, path: &str, min_len: usize) -> Option<(usize, Position)> {
         if let Some(found) = self.get(path) {
-            return Some(found);
+            return Some((path.len(), found));
         }
-        // One pass hashes every ancestor (each prefix ending before a `.` or a `[`), so a
-        // long path with many dots in its keys costs its length, not more.
+        // One pass hashes every ancestor.
         let bytes = path.as_bytes();
         let mut cuts = Vec::new();
         let mut h = Hash::new();
         for (i, &b) in bytes.iter().enumerate() {
-            if i > 0 && (b == b'.' || b == b'[') {
+            if i > 0 && i >= min_len && (b == b'.' || b == b'[') {
                 cuts.push((i, h.finish()));
             }
             h.write_byte(b);
@@ -253,7 +259,7 @@ impl SourceMap {
             let prefix = path.get(..end)?;
             self.candidates(hash)
                 .find(|&i| self.is_path(i, prefix))
-                .and_then(|i| self.entries.get(i).map(Entry::position))
+                .and_then(|i| self.entries.get(i).map(|e| (end, e.position())))
         })
     }
 
@@ -555,6 +561,16 @@ mod tests {
         assert_eq!(map.position("evictionHard.nodefs.available"), Some(at(2)));
         assert_eq!(map.position("registerWithTaints[7].key"), Some(at(4)));
         assert_eq!(map.position("shutdownGracePeriod"), None);
+        assert_eq!(
+            map.nearest("registerWithTaints[0].effect.x", 1),
+            Some((28, at(6)))
+        );
+        // No ancestor shorter than asked for.
+        assert_eq!(map.nearest("registerWithTaints[7].key", 19), None);
+        assert_eq!(
+            map.nearest("registerWithTaints[7].key", 18),
+            Some((18, at(4)))
+        );
         assert_eq!(
             map.iter().map(|(p, _)| p).collect::<Vec<_>>(),
             [

@@ -207,24 +207,31 @@ enum Location {
 
 /// The most specific place that sets `field` (or an ancestor of it), the pool before the
 /// base at each level: `evictionHard.memory.available` is found at its own line if either
-/// file sets it, else at `evictionHard` in the pool, else in the base.
+/// file sets it, else at `evictionHard` in the pool, else in the base. Costs the length of
+/// `field`, however many levels it has.
 fn locate(field: &str, doc: &PoolDoc, base: &Base) -> Location {
-    let mut current = Some(field);
-    while let Some(path) = current {
-        let in_pool = join_key("spec.kubelet", path);
-        if let Some(p) = doc.map.get(&in_pool) {
-            return Location::Pool(in_pool, p);
+    const KUBELET: &str = "spec.kubelet";
+    let in_pool = join_key(KUBELET, field);
+    // Lengths of the ancestor of `field` found: in the pool without `spec.kubelet.`.
+    let pool = doc
+        .map
+        .nearest(&in_pool, KUBELET.len() + 2)
+        .map(|(len, p)| (len - KUBELET.len() - 1, p));
+    let from_base = base
+        .path
+        .as_ref()
+        .and_then(|file| base.map.nearest(field, 1).map(|(len, p)| (len, file, p)));
+    match (pool, from_base) {
+        (Some((len, p)), b) if b.is_none_or(|(base_len, ..)| len >= base_len) => {
+            let mut path = in_pool;
+            path.truncate(KUBELET.len() + 1 + len);
+            Location::Pool(path, p)
         }
-        if let (Some(file), Some(p)) = (&base.path, base.map.get(path)) {
-            return Location::Base(file.clone(), path.to_string(), p);
-        }
-        current = parent(path);
+        (_, Some((len, file, p))) => Location::Base(
+            file.clone(),
+            field.get(..len).unwrap_or(field).to_string(),
+            p,
+        ),
+        _ => Location::Default,
     }
-    Location::Default
-}
-
-/// The path one segment up (`a.b[0]` -> `a.b` -> `a`), `None` at the top.
-fn parent(path: &str) -> Option<&str> {
-    let cut = path.rfind(['.', '['])?;
-    Some(&path[..cut]).filter(|p| !p.is_empty())
 }

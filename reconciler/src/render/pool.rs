@@ -4,6 +4,8 @@
 //! on its own, so that one file reports all of its problems at once rather than the
 //! first one only.
 
+use std::collections::HashMap;
+
 use kubelet_gitops_core::decode::{self, SourceMap, join_index, join_key};
 use kubelet_gitops_core::names::{self, Wording, label_key_errors, label_value_errors};
 use kubelet_gitops_core::types::KubeletConfiguration;
@@ -315,11 +317,10 @@ fn decode_kubelet(
         ));
     }
     let set = set_paths(&value);
+    let hits = first_hits(&set, &settings.policy.forbidden_pool_fields);
     for forbidden in &settings.policy.forbidden_pool_fields {
         // The pool sets the field or something under it, or removes (null) an ancestor.
-        let hit = set
-            .iter()
-            .find(|(p, v)| is_within(p, forbidden) || (v.is_null() && is_within(forbidden, p)));
+        let hit = hits.get(forbidden.as_str()).and_then(|&i| set.get(i));
         if let Some((p, _)) = hit {
             ok = false;
             let settings_file = settings
@@ -339,6 +340,53 @@ fn decode_kubelet(
         }
     }
     ok.then_some(value)
+}
+
+/// For each of `forbidden` that the pool touches, the index in `set` of the first path
+/// that does: the field itself or a path under it, or a `null` (a removal) of an ancestor.
+/// Both lists are sorted once and each forbidden field is looked up by prefix, so the cost
+/// is linear in the paths (a path is visited once per forbidden field that is a prefix of
+/// it), not the product of the two lists.
+fn first_hits<'f>(
+    set: &[(String, &Value)],
+    forbidden: &'f [String],
+) -> HashMap<&'f str, usize> {
+    let mut hits: HashMap<&str, usize> = HashMap::new();
+    let mut keep = |field: &'f str, index: usize| {
+        let first = hits.entry(field).or_insert(index);
+        *first = (*first).min(index);
+    };
+    let mut paths: Vec<(&str, usize)> = set
+        .iter()
+        .enumerate()
+        .map(|(i, (p, _))| (p.as_str(), i))
+        .collect();
+    paths.sort_unstable();
+    let mut fields: Vec<&str> = forbidden.iter().map(String::as_str).collect();
+    fields.sort_unstable();
+    fields.dedup();
+    // Paths within a forbidden field: among those it is a prefix of.
+    for &field in &fields {
+        let from = paths.partition_point(|(p, _)| *p < field);
+        for &(p, i) in paths[from..].iter().take_while(|(p, _)| p.starts_with(field)) {
+            if is_within(p, field) {
+                keep(field, i);
+            }
+        }
+    }
+    // Forbidden fields under a path the pool removes.
+    for (i, (p, v)) in set.iter().enumerate() {
+        if !v.is_null() {
+            continue;
+        }
+        let from = fields.partition_point(|f| *f < p.as_str());
+        for &field in fields[from..].iter().take_while(|f| f.starts_with(p.as_str())) {
+            if is_within(field, p) {
+                keep(field, i);
+            }
+        }
+    }
+    hits
 }
 
 /// Every path the value sets (objects and list elements, recursively), with its value.
