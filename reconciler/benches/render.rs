@@ -30,9 +30,8 @@ const SETTINGS: &str = "kubelet-gitops.yaml";
 
 /// `kubelet-gitops.yaml` with a list under `spec` of one item per line, within 1 MiB.
 fn settings(list: &str, item: impl Fn(usize) -> String) -> Vec<u8> {
-    let mut out = format!(
-        "apiVersion: kubelet-gitops.io/v1alpha1\nkind: RepoSettings\nspec:\n{list}\n"
-    );
+    let mut out =
+        format!("apiVersion: kubelet-gitops.io/v1alpha1\nkind: RepoSettings\nspec:\n{list}\n");
     for i in 0.. {
         let next = item(i);
         if out.len() + next.len() > MAX_FILE_BYTES {
@@ -70,7 +69,9 @@ fn two_file_cases() -> Vec<(Input, Vec<u8>)> {
                 name: "include: many globs",
                 bytes: gates(10),
             },
-            settings("  include:", |i| format!("    - \"pools/p{i}*/**/x?.yaml\"\n")),
+            settings("  include:", |i| {
+                format!("    - \"pools/p{i}*/**/x?.yaml\"\n")
+            }),
         ),
     ]
 }

@@ -40,8 +40,8 @@ pub use error::RepoError;
 pub use fields::is_within;
 pub use kubelet::RenderedPool;
 pub use settings::{
-    API_VERSION, DEFAULT_KEEP_CONFIGMAPS, DEFAULT_NAMESPACE, POOL_KIND, Policy, RepoSettings,
-    SETTINGS_FILE, SETTINGS_KIND,
+    API_VERSION, DEFAULT_KEEP_CONFIGMAPS, DEFAULT_NAMESPACE, MAX_GLOBS, POOL_KIND, Policy,
+    RepoSettings, SETTINGS_FILE, SETTINGS_KIND,
 };
 pub use tree::{BASE_FILE, POOLS_DIR};
 
@@ -180,7 +180,7 @@ pub fn render_repo(
         if !base_ok {
             continue;
         }
-        if let Some(rendered) = kubelet::render_pool(&doc, &base, &mut errors, &mut base_errors) {
+        if let Some(rendered) = kubelet::render_pool(doc, &base, &mut errors, &mut base_errors) {
             pools.insert(rendered.spec.name.clone(), rendered);
         }
     }

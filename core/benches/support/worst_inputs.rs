@@ -143,7 +143,9 @@ pub fn inputs(shape: Shape, limit: usize) -> Vec<Input> {
             let _ = writeln!(text, "{}{key}{d}:", "  ".repeat(d));
         }
         let indent = "  ".repeat(levels);
-        yaml(shape, &text, "", limit, move |i| format!("{indent}x{i}: 1\n"))
+        yaml(shape, &text, "", limit, move |i| {
+            format!("{indent}x{i}: 1\n")
+        })
     };
 
     let mut out = vec![
@@ -153,9 +155,13 @@ pub fn inputs(shape: Shape, limit: usize) -> Vec<Input> {
         },
         Input {
             name: "featureGates: unknown keys (YAML, CRLF: full parser)",
-            bytes: crlf(yaml(shape, "featureGates:\n", "", limit - limit / 12, |i| {
-                format!("  G{i:06}: true\n")
-            })),
+            bytes: crlf(yaml(
+                shape,
+                "featureGates:\n",
+                "",
+                limit - limit / 12,
+                |i| format!("  G{i:06}: true\n"),
+            )),
         },
         Input {
             name: "evictionHard: unknown signals (YAML)",
@@ -213,9 +219,13 @@ pub fn inputs(shape: Shape, limit: usize) -> Vec<Input> {
         },
         Input {
             name: "logging.vmodule: invalid items",
-            bytes: yaml(shape, "logging:\n  format: json\n  vmodule:\n", "", limit, |i| {
-                format!("  - {{filePattern: \"a=,{i}\", verbosity: 1}}\n")
-            }),
+            bytes: yaml(
+                shape,
+                "logging:\n  format: json\n  vmodule:\n",
+                "",
+                limit,
+                |i| format!("  - {{filePattern: \"a=,{i}\", verbosity: 1}}\n"),
+            ),
         },
         Input {
             name: "preloadedImagesVerificationAllowlist: invalid patterns",

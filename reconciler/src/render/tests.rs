@@ -492,6 +492,81 @@ fn globs_select_the_files() {
     assert!(errors_with(&source(&full()), &opts).contains("--include: invalid glob \"{a\""));
 }
 
+/// `kubelet-gitops.yaml` whose `list` holds `count` globs, the first one invalid.
+fn settings_with_globs(list: &str, count: usize) -> &'static str {
+    let mut out = format!(
+        "apiVersion: kubelet-gitops.io/v1alpha1\nkind: RepoSettings\nspec:\n  {list}:\n    \
+         - \"pools/[a.yaml\"\n"
+    );
+    for i in 1..count {
+        out.push_str(&format!("    - \"pools/p{i}*.yaml\"\n"));
+    }
+    Box::leak(out.into_boxed_str())
+}
+
+#[test]
+fn more_globs_than_the_limit_are_an_error_before_compiling() {
+    for list in ["include", "exclude"] {
+        // At the limit the globs are compiled: the bad first one is reported.
+        let settings = settings_with_globs(list, MAX_GLOBS);
+        let e = errors(&with(&full(), "kubelet-gitops.yaml", settings));
+        assert!(
+            e.contains(&format!(
+                "kubelet-gitops.yaml:5:7: spec.{list}[0]: invalid glob \"pools/[a.yaml\""
+            )),
+            "{e}"
+        );
+        // One more: the list is refused where it is written, and nothing is compiled.
+        let settings = settings_with_globs(list, MAX_GLOBS + 1);
+        let e = errors(&with(&full(), "kubelet-gitops.yaml", settings));
+        assert_eq!(
+            e,
+            format!(
+                "kubelet-gitops.yaml:4:3: spec.{list}: 1001 globs: at most 1000 are allowed (a \
+                 glob set takes time to compile that grows with its size); combine them with \
+                 `*`, `**` or `{{a,b}}`, e.g. `pools/*.yaml`"
+            )
+        );
+    }
+    // The command line's globs, the same: checked with the options alone too.
+    let many: Vec<String> = (0..=MAX_GLOBS)
+        .map(|i| format!("pools/p{i}*.yaml"))
+        .collect();
+    let cases = [
+        (
+            RenderOptions {
+                include: many.clone(),
+                ..RenderOptions::default()
+            },
+            "--include",
+        ),
+        (
+            RenderOptions {
+                exclude: many.clone(),
+                ..RenderOptions::default()
+            },
+            "--exclude",
+        ),
+    ];
+    for (opts, flag) in cases {
+        let expected = format!("{flag}: 1001 globs: at most 1000 are allowed");
+        assert!(
+            errors_with(&source(&full()), &opts).starts_with(&expected),
+            "{flag}"
+        );
+        let checked = opts.check().unwrap_err();
+        assert_eq!(checked.len(), 1);
+        assert!(checked[0].to_string().starts_with(&expected), "{flag}");
+    }
+    // Exactly the limit on the command line is fine.
+    let opts = RenderOptions {
+        exclude: many[..MAX_GLOBS].to_vec(),
+        ..RenderOptions::default()
+    };
+    assert!(opts.check().is_ok());
+    assert_eq!(render_repo(&source(&full()), &opts).unwrap().pools.len(), 2);
+}
+
 #[test]
 fn symlinks_and_submodules_in_the_tree_are_errors() {
     let mut src = source(&full());
