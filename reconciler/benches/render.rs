@@ -21,18 +21,19 @@ use std::time::Duration;
 use criterion::{Criterion, Throughput};
 use kubelet_gitops_core::decode::MAX_FILE_BYTES;
 use kubelet_gitops_core::message::cap_per_file;
-use reconciler::render::{RenderOptions, render_repo};
+use reconciler::render::{MAX_GLOBS, RenderOptions, render_repo};
 use reconciler::source::MemorySource;
 use worst_inputs::{Decided, Input, Shape, table};
 
 const POOL: &str = "pools/big.yaml";
 const SETTINGS: &str = "kubelet-gitops.yaml";
 
-/// `kubelet-gitops.yaml` with a list under `spec` of one item per line, within 1 MiB.
-fn settings(list: &str, item: impl Fn(usize) -> String) -> Vec<u8> {
+/// `kubelet-gitops.yaml` with a list under `spec` of one item per line, at most `count`
+/// items, within 1 MiB.
+fn settings(list: &str, count: usize, item: impl Fn(usize) -> String) -> Vec<u8> {
     let mut out =
         format!("apiVersion: kubelet-gitops.io/v1alpha1\nkind: RepoSettings\nspec:\n{list}\n");
-    for i in 0.. {
+    for i in 0..count {
         let next = item(i);
         if out.len() + next.len() > MAX_FILE_BYTES {
             break;
@@ -44,6 +45,7 @@ fn settings(list: &str, item: impl Fn(usize) -> String) -> Vec<u8> {
 
 /// Commits of two large files, each within 1 MiB: the settings, and the pool of `bytes`.
 fn two_file_cases() -> Vec<(Input, Vec<u8>)> {
+    let glob = |i: usize| format!("    - \"pools/p{i}*/**/x?.yaml\"\n");
     let gates = |n: usize| {
         let mut pool = String::from(
             "apiVersion: kubelet-gitops.io/v1alpha1\nkind: NodePool\nmetadata:\n  name: big\n\
@@ -60,18 +62,23 @@ fn two_file_cases() -> Vec<(Input, Vec<u8>)> {
                 name: "forbiddenPoolFields x featureGates set by the pool",
                 bytes: gates(30_000),
             },
-            settings("  policy:\n    forbiddenPoolFields:", |i| {
+            settings("  policy:\n    forbiddenPoolFields:", usize::MAX, |i| {
                 format!("    - featureGates.F{i:06}\n")
             }),
         ),
         (
             Input {
-                name: "include: many globs",
+                name: "include: 1,000 globs (the most allowed)",
                 bytes: gates(10),
             },
-            settings("  include:", |i| {
-                format!("    - \"pools/p{i}*/**/x?.yaml\"\n")
-            }),
+            settings("  include:", MAX_GLOBS, glob),
+        ),
+        (
+            Input {
+                name: "include: many globs (refused)",
+                bytes: gates(10),
+            },
+            settings("  include:", usize::MAX, glob),
         ),
     ]
 }
