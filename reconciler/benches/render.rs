@@ -21,7 +21,7 @@ use std::time::Duration;
 use criterion::{Criterion, Throughput};
 use kubelet_gitops_core::decode::MAX_FILE_BYTES;
 use kubelet_gitops_core::message::cap_per_file;
-use reconciler::render::{MAX_GLOBS, RenderOptions, render_repo};
+use reconciler::render::{MAX_GLOB_BYTES, MAX_GLOBS, RenderOptions, render_repo};
 use reconciler::source::MemorySource;
 use worst_inputs::{Decided, Input, Shape, table};
 
@@ -46,6 +46,15 @@ fn settings(list: &str, count: usize, item: impl Fn(usize) -> String) -> Vec<u8>
 /// Commits of two large files, each within 1 MiB: the settings, and the pool of `bytes`.
 fn two_file_cases() -> Vec<(Input, Vec<u8>)> {
     let glob = |i: usize| format!("    - \"pools/p{i}*/**/x?.yaml\"\n");
+    // As many wildcards, classes and alternatives as fit in the longest glob allowed.
+    let long_glob = |i: usize| {
+        let mut g = format!("pools/p{i:03}");
+        while g.len() + 16 + 8 <= MAX_GLOB_BYTES {
+            g.push_str("/*a?[bc]{d,e}/**");
+        }
+        g.push_str("/x?.yaml");
+        format!("    - \"{g}\"\n")
+    };
     let gates = |n: usize| {
         let mut pool = String::from(
             "apiVersion: kubelet-gitops.io/v1alpha1\nkind: NodePool\nmetadata:\n  name: big\n\
@@ -68,10 +77,17 @@ fn two_file_cases() -> Vec<(Input, Vec<u8>)> {
         ),
         (
             Input {
-                name: "include: 1,000 globs (the most allowed)",
+                name: "include: 256 globs (the most allowed)",
                 bytes: gates(10),
             },
             settings("  include:", MAX_GLOBS, glob),
+        ),
+        (
+            Input {
+                name: "include: 256 globs of 256 bytes (the longest allowed)",
+                bytes: gates(10),
+            },
+            settings("  include:", MAX_GLOBS, long_glob),
         ),
         (
             Input {

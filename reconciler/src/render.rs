@@ -40,8 +40,8 @@ pub use error::RepoError;
 pub use fields::is_within;
 pub use kubelet::RenderedPool;
 pub use settings::{
-    API_VERSION, DEFAULT_KEEP_CONFIGMAPS, DEFAULT_NAMESPACE, MAX_GLOBS, POOL_KIND, Policy,
-    RepoSettings, SETTINGS_FILE, SETTINGS_KIND,
+    API_VERSION, DEFAULT_KEEP_CONFIGMAPS, DEFAULT_NAMESPACE, MAX_GLOB_BYTES, MAX_GLOBS, POOL_KIND,
+    Policy, RepoSettings, SETTINGS_FILE, SETTINGS_KIND,
 };
 pub use tree::{BASE_FILE, POOLS_DIR};
 

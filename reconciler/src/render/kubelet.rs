@@ -147,6 +147,7 @@ pub(super) fn render_pool(
     let problems = validation::validate(&effective, &HostInfo::default());
     if !problems.is_empty() {
         // An invalid config is not rendered: nothing would ever read its YAML.
+        errors.reserve(problems.len());
         for problem in problems {
             locate_problem(problem, &doc, base, errors, base_errors);
         }

@@ -522,9 +522,10 @@ fn more_globs_than_the_limit_are_an_error_before_compiling() {
         assert_eq!(
             e,
             format!(
-                "kubelet-gitops.yaml:4:3: spec.{list}: 1001 globs: at most 1000 are allowed (a \
-                 glob set takes time to compile that grows with its size); combine them with \
-                 `*`, `**` or `{{a,b}}`, e.g. `pools/*.yaml`"
+                "kubelet-gitops.yaml:4:3: spec.{list}: {} globs: at most {MAX_GLOBS} are allowed \
+                 (a glob set takes time to compile that grows with its size); combine them \
+                 with `*`, `**` or `{{a,b}}`, e.g. `pools/*.yaml`",
+                MAX_GLOBS + 1
             )
         );
     }
@@ -549,7 +550,10 @@ fn more_globs_than_the_limit_are_an_error_before_compiling() {
         ),
     ];
     for (opts, flag) in cases {
-        let expected = format!("{flag}: 1001 globs: at most 1000 are allowed");
+        let expected = format!(
+            "{flag}: {} globs: at most {MAX_GLOBS} are allowed",
+            MAX_GLOBS + 1
+        );
         assert!(
             errors_with(&source(&full()), &opts).starts_with(&expected),
             "{flag}"
@@ -565,6 +569,47 @@ fn more_globs_than_the_limit_are_an_error_before_compiling() {
     };
     assert!(opts.check().is_ok());
     assert_eq!(render_repo(&source(&full()), &opts).unwrap().pools.len(), 2);
+}
+
+#[test]
+fn a_glob_longer_than_the_limit_is_an_error() {
+    let at_limit = format!("pools/{}", "a".repeat(MAX_GLOB_BYTES - "pools/".len()));
+    let over = format!("{at_limit}b");
+    let settings = format!(
+        "apiVersion: kubelet-gitops.io/v1alpha1\nkind: RepoSettings\nspec:\n  exclude:\n    \
+         - \"{at_limit}\"\n    - \"{over}\"\n"
+    );
+    let e = errors(&with(
+        &full(),
+        "kubelet-gitops.yaml",
+        Box::leak(settings.into_boxed_str()),
+    ));
+    assert_eq!(
+        e,
+        format!(
+            "kubelet-gitops.yaml:6:7: spec.exclude[1]: a glob of {} bytes: at most \
+             {MAX_GLOB_BYTES} are allowed (a glob takes time to compile that grows with its \
+             length); shorten it with `*` or `**`",
+            MAX_GLOB_BYTES + 1
+        )
+    );
+    let opts = RenderOptions {
+        include: vec![over],
+        ..RenderOptions::default()
+    };
+    let checked = opts.check().unwrap_err();
+    assert!(
+        checked[0].to_string().starts_with(&format!(
+            "--include: a glob of {} bytes",
+            MAX_GLOB_BYTES + 1
+        )),
+        "{checked:?}"
+    );
+    let opts = RenderOptions {
+        include: vec![at_limit],
+        ..RenderOptions::default()
+    };
+    assert!(opts.check().is_ok());
 }
 
 #[test]
