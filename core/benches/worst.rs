@@ -4,7 +4,7 @@
 //! a person (the first of them, and the count of the others).
 //!
 //! Bound: every input here is decided in under 200 ms on the CI machine (2 cores); see
-//! docs/troubleshooting.md for the figures. Decoding and validation are linear in the
+//! README.md's Benchmarks table for the figures. Decoding and validation are linear in the
 //! input, so a bigger error count costs time in proportion, never more.
 //!
 //! Run: `cargo bench -p kubelet-gitops-core --bench worst`. It first prints one table

@@ -127,7 +127,8 @@ pub struct RunArgs {
     pub root: String,
 
     /// Read only files matching these globs (relative to --root); added to the
-    /// repository's own `include`. Repeatable or comma-separated.
+    /// repository's own `include`. Repeatable or comma-separated; at most 256 globs of
+    /// 256 bytes.
     #[arg(
         long,
         value_name = "GLOB",
@@ -137,7 +138,7 @@ pub struct RunArgs {
     pub include: Vec<String>,
 
     /// Ignore files matching these globs (relative to --root); added to the repository's
-    /// own `exclude`. Repeatable or comma-separated.
+    /// own `exclude`. Repeatable or comma-separated; at most 256 globs of 256 bytes.
     #[arg(
         long,
         value_name = "GLOB",
