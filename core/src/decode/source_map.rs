@@ -430,7 +430,7 @@ const CHUNK: usize = 8;
 fn powers() -> &'static [u64; CHUNK] {
     static POWERS: OnceLock<[u64; CHUNK]> = OnceLock::new();
     POWERS.get_or_init(|| {
-        let base = RandomState::new().hash_one(0x6b75_6265_6c65_74u64) % (MODULUS - 256) + 256;
+        let base = RandomState::new().hash_one(0x006b_7562_656c_6574_u64) % (MODULUS - 256) + 256;
         let mut powers = [base; CHUNK];
         for i in 1..CHUNK {
             let previous = powers.get(i - 1).copied().unwrap_or(base);
