@@ -201,26 +201,37 @@ pub fn render_repo(
     }
 }
 
-/// Sorted by file, line, column; exact duplicates dropped.
-fn finish_errors(mut errors: Vec<RepoError>) -> Vec<RepoError> {
-    errors.sort_by(|a, b| {
-        (
-            &a.file,
-            a.line.unwrap_or(0),
-            a.column.unwrap_or(0),
-            &a.field,
-            &a.message,
-        )
-            .cmp(&(
-                &b.file,
-                b.line.unwrap_or(0),
-                b.column.unwrap_or(0),
-                &b.field,
-                &b.message,
-            ))
+/// Sorted by file, line, column (then field and message); exact duplicates dropped.
+/// Each file is ranked once, so that sorting compares numbers and reads an error's
+/// strings only to break a tie (a commit of one large file can hold 100,000 errors).
+fn finish_errors(errors: Vec<RepoError>) -> Vec<RepoError> {
+    let mut ranks: BTreeMap<&str, u32> = errors.iter().map(|e| (e.file.as_str(), 0)).collect();
+    for (rank, r) in (0u32..).zip(ranks.values_mut()) {
+        *r = rank;
+    }
+    let mut order: Vec<((Option<u32>, usize, usize), usize)> = errors
+        .iter()
+        .map(|e| {
+            let rank = ranks.get(e.file.as_str()).copied();
+            (rank, e.line.unwrap_or(0), e.column.unwrap_or(0))
+        })
+        .zip(0..)
+        .collect();
+    order.sort_unstable_by(|(key_a, a), (key_b, b)| {
+        key_a
+            .cmp(key_b)
+            .then_with(|| match (errors.get(*a), errors.get(*b)) {
+                (Some(a), Some(b)) => (&a.field, &a.message).cmp(&(&b.field, &b.message)),
+                _ => std::cmp::Ordering::Equal,
+            })
     });
-    errors.dedup();
-    errors
+    let mut slots: Vec<Option<RepoError>> = errors.into_iter().map(Some).collect();
+    let mut sorted: Vec<RepoError> = order
+        .into_iter()
+        .filter_map(|(_, i)| slots.get_mut(i).and_then(Option::take))
+        .collect();
+    sorted.dedup();
+    sorted
 }
 
 /// Reads a regular file of the source.

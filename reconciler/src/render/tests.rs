@@ -613,6 +613,50 @@ fn a_glob_longer_than_the_limit_is_an_error() {
 }
 
 #[test]
+fn errors_are_sorted_by_file_line_column_field_and_message_once_each() {
+    let e =
+        |file: &str, line: Option<usize>, column: Option<usize>, field: &str, m: &str| RepoError {
+            file: file.into(),
+            line,
+            column,
+            field: field.into(),
+            message: m.into(),
+        };
+    let errors = vec![
+        e("pools/b.yaml", Some(3), Some(1), "x", "m"),
+        e("pools/a.yaml", Some(10), Some(2), "y", "m"),
+        e("pools/a.yaml", Some(2), Some(5), "z", "n"),
+        e("--include", None, None, "", "bad"),
+        e("pools/a.yaml", Some(2), Some(5), "z", "m"),
+        e("pools/b.yaml", Some(3), Some(1), "x", "m"),
+        e("pools/a.yaml", None, None, "", "whole file"),
+        e("pools/a.yaml", Some(2), Some(5), "a", "n"),
+        e("base/kubelet.yaml", Some(1), Some(1), "maxPods", "m"),
+    ];
+    // The plain sort of every field, then dedup: what finish_errors must return.
+    let mut expected = errors.clone();
+    expected.sort_by(|a, b| {
+        (
+            &a.file,
+            a.line.unwrap_or(0),
+            a.column.unwrap_or(0),
+            &a.field,
+            &a.message,
+        )
+            .cmp(&(
+                &b.file,
+                b.line.unwrap_or(0),
+                b.column.unwrap_or(0),
+                &b.field,
+                &b.message,
+            ))
+    });
+    expected.dedup();
+    assert_eq!(expected.len(), 8);
+    assert_eq!(finish_errors(errors), expected);
+}
+
+#[test]
 fn symlinks_and_submodules_in_the_tree_are_errors() {
     let mut src = source(&full());
     src.symlinks.push("pools/cpu.yaml".into());
