@@ -7,14 +7,14 @@
 //!
 //! Bound: every input decided in under 200 ms (wall, release build) on the project's
 //! 2-core machine, as core's `worst` bench. Measured there (the slowest of three runs,
-//! the machine shared with other builds): 12 to 193 ms for every input but one;
-//! `tlsCipherSuites: one flow list on one line (YAML, full parser)` took 170 to 262 ms,
+//! the machine shared with other builds): 12 to 202 ms for every input but one;
+//! `tlsCipherSuites: one flow list on one line (YAML, full parser)` took 170 to 298 ms,
 //! half of it in core's full YAML parser and most of the rest in core's validation and
-//! source map (the same input takes 175 to 185 ms in core's `worst` bench). The globs of
+//! source map (the same input takes 134 to 183 ms in core's `worst` bench). The globs of
 //! `kubelet-gitops.yaml` and of `--include`/`--exclude` are bounded (`MAX_GLOBS`, 256 per
 //! list; `MAX_GLOB_BYTES`, 256 bytes each) because a glob set compiles in time that grows
 //! with it: 30,000 globs in 1 MiB took 1.1 to 1.5 s, 1,000 took 0.19 s, 256 take 45 to
-//! 76 ms; a longer list is refused, before anything is compiled, in 28 to 44 ms (the time
+//! 80 ms; a longer list is refused, before anything is compiled, in 26 to 44 ms (the time
 //! to decode the 1 MiB settings file).
 //!
 //! Run: `cargo bench -p reconciler --bench render`. Prints a table (the slowest of three
