@@ -209,7 +209,7 @@ fn finish_errors(errors: Vec<RepoError>) -> Vec<RepoError> {
     for (rank, r) in (0u32..).zip(ranks.values_mut()) {
         *r = rank;
     }
-    let mut order: Vec<((Option<u32>, usize, usize), usize)> = errors
+    let mut order: Vec<_> = errors
         .iter()
         .map(|e| {
             let rank = ranks.get(e.file.as_str()).copied();
