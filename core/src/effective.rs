@@ -111,12 +111,10 @@ pub fn effective_with(
 ) -> Result<Effective, EffectiveError> {
     let (base, file_map) = match file {
         Some(src) => {
-            let (cfg, map) = decode::decode_kubelet_configuration(src.name, src.bytes)?;
-            let cfg = if opts.apply_defaults {
-                defaults::defaulted(&cfg)
-            } else {
-                cfg
-            };
+            let (mut cfg, map) = decode::decode_kubelet_configuration(src.name, src.bytes)?;
+            if opts.apply_defaults {
+                defaults::set_defaults(&mut cfg);
+            }
             (cfg, Some(map))
         }
         None if opts.apply_defaults => (legacy_defaults(), None),

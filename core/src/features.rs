@@ -574,16 +574,41 @@ pub fn enabled(gates: Option<&BTreeMap<String, bool>>, name: &str) -> bool {
 /// upstream's `SetFromMap`: unknown and locked gates first; only if there are none, the
 /// enabled gates whose dependencies are disabled.
 pub fn validate_gates(gates: &BTreeMap<String, bool>) -> Vec<String> {
+    gate_problems(gates)
+        .into_iter()
+        .map(|p| p.message)
+        .collect()
+}
+
+/// A problem [`validate_gates`] reports, with the gate of the map it concerns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GateProblem<'a> {
+    /// The message, as [`validate_gates`] words it.
+    pub message: String,
+    /// The key of the map the problem is about: the gate set wrong; for an enabled gate
+    /// whose dependencies are disabled, the longest of it and those dependencies that the
+    /// map sets (a dependency turned off, when the gate needing it is on by default).
+    /// `None` when the map sets none of them, or the name is empty.
+    pub gate: Option<&'a str>,
+}
+
+/// [`validate_gates`], each message with the gate it concerns, so that a caller can point
+/// at the gate without searching the message (one pass over the map).
+pub fn gate_problems(gates: &BTreeMap<String, bool>) -> Vec<GateProblem<'_>> {
     let mut out = Vec::new();
     for (name, value) in gates {
-        match spec(name) {
-            None => out.push(format!("unrecognized feature gate: {name}")),
-            Some(s) if s.locked && *value != s.default => out.push(format!(
+        let message = match spec(name) {
+            None => format!("unrecognized feature gate: {name}"),
+            Some(s) if s.locked && *value != s.default => format!(
                 "cannot set feature gate {name} to {value}, feature is locked to {}",
                 s.default
-            )),
-            Some(_) => {}
-        }
+            ),
+            Some(_) => continue,
+        };
+        out.push(GateProblem {
+            message,
+            gate: Some(name.as_str()).filter(|n| !n.is_empty()),
+        });
     }
     if !out.is_empty() {
         return out;
@@ -598,10 +623,15 @@ pub fn validate_gates(gates: &BTreeMap<String, bool>) -> Vec<String> {
             .filter(|dep| !enabled(Some(gates), dep))
             .collect();
         if !disabled.is_empty() {
-            out.push(format!(
+            let message = format!(
                 "{gate} is enabled, but depends on features that are disabled: [{}]",
                 disabled.join(" ")
-            ));
+            );
+            let set = std::iter::once(*gate)
+                .chain(disabled)
+                .filter_map(|name| gates.get_key_value(name).map(|(k, _)| k.as_str()))
+                .max_by_key(|name| name.len());
+            out.push(GateProblem { message, gate: set });
         }
     }
     out

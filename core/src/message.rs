@@ -1,6 +1,7 @@
-//! Messages for people: an error with its causes on one line, text cut to the limit of
-//! where it is shown (a Node annotation, an Event, a commit status description), and text
-//! from a repository or a node made safe for where it is printed.
+//! Messages for people: an error with its causes on one line, a list of errors capped per
+//! file, text cut to the limit of where it is shown (a Node annotation, an Event, a commit
+//! status description), and text from a repository or a node made safe for where it is
+//! printed.
 //!
 //! # Escaping
 //!
@@ -233,6 +234,64 @@ pub fn markdown_text(text: &str) -> String {
     out
 }
 
+/// The most errors of one file shown to a person, wherever a list of errors is shown:
+/// `validate`, `render` and `plan`, the plan comment on a pull request, `/readyz` and the
+/// reconciler's log line for a rejected commit. The others are counted
+/// ([`more_errors`]), so a file of ten thousand mistakes still reads in one screen, and
+/// what must be fixed first is at the top.
+pub const MAX_ERRORS_SHOWN: usize = 20;
+
+/// One line of an error list capped per file ([`cap_per_file`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Capped<'a, T> {
+    /// An error shown.
+    Shown(&'a T),
+    /// After the last error shown of `file`: how many more it has.
+    More { file: &'a str, hidden: usize },
+}
+
+impl<T: fmt::Display> fmt::Display for Capped<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Capped::Shown(error) => error.fmt(f),
+            Capped::More { file, hidden } => f.write_str(&more_errors(file, *hidden)),
+        }
+    }
+}
+
+/// The line that stands for the errors of `file` not shown:
+/// `pools/gpu.yaml: and 480 more errors (only the first 20 of each file are listed)`.
+pub fn more_errors(file: &str, hidden: usize) -> String {
+    let s = if hidden == 1 { "" } else { "s" };
+    format!(
+        "{file}: and {hidden} more error{s} (only the first {MAX_ERRORS_SHOWN} of each file \
+         are listed)"
+    )
+}
+
+/// `errors` with at most [`MAX_ERRORS_SHOWN`] of each file (`file` says which file an
+/// error is about; the errors of a file must be next to each other, as in a list sorted by
+/// file), each file's last one shown followed by how many more it has. Sort each file's
+/// errors (by line) first: the first ones are those shown.
+pub fn cap_per_file<'a, T>(errors: &'a [T], file: impl Fn(&'a T) -> &'a str) -> Vec<Capped<'a, T>> {
+    let mut out = Vec::with_capacity(errors.len().min(4 * MAX_ERRORS_SHOWN));
+    let mut rest = errors;
+    while let Some(first) = rest.first() {
+        let name = file(first);
+        let run = rest.iter().take_while(|e| file(e) == name).count();
+        let (group, after) = rest.split_at(run);
+        out.extend(group.iter().take(MAX_ERRORS_SHOWN).map(Capped::Shown));
+        if run > MAX_ERRORS_SHOWN {
+            out.push(Capped::More {
+                file: name,
+                hidden: run - MAX_ERRORS_SHOWN,
+            });
+        }
+        rest = after;
+    }
+    out
+}
+
 /// A length limit and how it is counted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Limit {
@@ -294,6 +353,72 @@ mod tests {
         );
         assert_eq!(error_chain(&Transparent(io())), "no space left");
         assert_eq!(error_chain(&io()), "no space left");
+    }
+
+    #[test]
+    fn errors_are_capped_per_file_with_the_count_of_the_rest() {
+        let errors: Vec<(String, usize)> = (0..MAX_ERRORS_SHOWN + 480)
+            .map(|i| ("pools/gpu.yaml".to_string(), i))
+            .chain((0..3).map(|i| ("pools/cpu.yaml".to_string(), i)))
+            .chain((0..MAX_ERRORS_SHOWN + 1).map(|i| ("pools/x.yaml".to_string(), i)))
+            .collect();
+        let capped = cap_per_file(&errors, |(file, _)| file);
+        assert_eq!(
+            capped.len(),
+            MAX_ERRORS_SHOWN + 1 + 3 + MAX_ERRORS_SHOWN + 1
+        );
+        // The first errors of each file, in order, then the count of the others.
+        assert_eq!(capped[0], Capped::Shown(&errors[0]));
+        assert_eq!(
+            capped[MAX_ERRORS_SHOWN - 1],
+            Capped::Shown(&errors[MAX_ERRORS_SHOWN - 1])
+        );
+        assert_eq!(
+            capped[MAX_ERRORS_SHOWN],
+            Capped::More {
+                file: "pools/gpu.yaml",
+                hidden: 480
+            }
+        );
+        assert_eq!(
+            capped[MAX_ERRORS_SHOWN + 1],
+            Capped::Shown(&errors[MAX_ERRORS_SHOWN + 480])
+        );
+        let lines: Vec<String> = capped
+            .iter()
+            .map(|c| match c {
+                Capped::Shown((file, i)) => format!("{file}: {i}"),
+                Capped::More { file, hidden } => more_errors(file, *hidden),
+            })
+            .collect();
+        assert_eq!(
+            lines[MAX_ERRORS_SHOWN],
+            format!(
+                "pools/gpu.yaml: and 480 more errors (only the first {MAX_ERRORS_SHOWN} of \
+                 each file are listed)"
+            )
+        );
+        assert_eq!(
+            lines.last().map(String::as_str),
+            Some(
+                format!(
+                    "pools/x.yaml: and 1 more error (only the first {MAX_ERRORS_SHOWN} of each \
+                     file are listed)"
+                )
+                .as_str()
+            )
+        );
+        // Few errors: all shown, nothing added.
+        let few = &errors[MAX_ERRORS_SHOWN + 480..MAX_ERRORS_SHOWN + 483];
+        assert_eq!(cap_per_file(few, |(file, _)| file).len(), 3);
+        assert!(cap_per_file(&errors[..0], |(file, _)| file).is_empty());
+        // Display: an error as itself, the rest as the count.
+        let shown: Capped<'_, String> = Capped::More {
+            file: "f",
+            hidden: 2,
+        };
+        assert!(shown.to_string().starts_with("f: and 2 more errors"));
+        assert_eq!(Capped::Shown(&"x".to_string()).to_string(), "x");
     }
 
     #[test]

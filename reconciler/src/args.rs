@@ -138,13 +138,15 @@ pub struct RunArgs {
 
     /// Read only files matching these globs (relative to --root); added to the
     /// repository's own `include`. Repeatable; a comma outside `{}` and `[]` separates
-    /// globs, in the flag and in the variable (`a,b` is two globs, `{a,b}` one).
+    /// globs, in the flag and in the variable (`a,b` is two globs, `{a,b}` one). At most 256
+    /// globs of 256 bytes.
     #[arg(long, value_name = "GLOB", env = "KUBELET_GITOPS_INCLUDE")]
     pub include: Vec<String>,
 
     /// Ignore files matching these globs (relative to --root); added to the repository's
     /// own `exclude`. Repeatable; a comma outside `{}` and `[]` separates globs, in the
-    /// flag and in the variable (`a,b` is two globs, `{a,b}` one).
+    /// flag and in the variable (`a,b` is two globs, `{a,b}` one). At most 256 globs of 256
+    /// bytes.
     #[arg(long, value_name = "GLOB", env = "KUBELET_GITOPS_EXCLUDE")]
     pub exclude: Vec<String>,
 

@@ -40,8 +40,8 @@ pub use error::RepoError;
 pub use fields::is_within;
 pub use kubelet::RenderedPool;
 pub use settings::{
-    API_VERSION, DEFAULT_KEEP_CONFIGMAPS, DEFAULT_NAMESPACE, POOL_KIND, Policy, RepoSettings,
-    SETTINGS_FILE, SETTINGS_KIND,
+    API_VERSION, DEFAULT_KEEP_CONFIGMAPS, DEFAULT_NAMESPACE, MAX_GLOB_BYTES, MAX_GLOBS, POOL_KIND,
+    Policy, RepoSettings, SETTINGS_FILE, SETTINGS_KIND,
 };
 pub use tree::{BASE_FILE, POOLS_DIR};
 
@@ -180,7 +180,7 @@ pub fn render_repo(
         if !base_ok {
             continue;
         }
-        if let Some(rendered) = kubelet::render_pool(&doc, &base, &mut errors, &mut base_errors) {
+        if let Some(rendered) = kubelet::render_pool(doc, &base, &mut errors, &mut base_errors) {
             pools.insert(rendered.spec.name.clone(), rendered);
         }
     }
@@ -201,26 +201,37 @@ pub fn render_repo(
     }
 }
 
-/// Sorted by file, line, column; exact duplicates dropped.
-fn finish_errors(mut errors: Vec<RepoError>) -> Vec<RepoError> {
-    errors.sort_by(|a, b| {
-        (
-            &a.file,
-            a.line.unwrap_or(0),
-            a.column.unwrap_or(0),
-            &a.field,
-            &a.message,
-        )
-            .cmp(&(
-                &b.file,
-                b.line.unwrap_or(0),
-                b.column.unwrap_or(0),
-                &b.field,
-                &b.message,
-            ))
+/// Sorted by file, line, column (then field and message); exact duplicates dropped.
+/// Each file is ranked once, so that sorting compares numbers and reads an error's
+/// strings only to break a tie (a commit of one large file can hold 100,000 errors).
+fn finish_errors(errors: Vec<RepoError>) -> Vec<RepoError> {
+    let mut ranks: BTreeMap<&str, u32> = errors.iter().map(|e| (e.file.as_str(), 0)).collect();
+    for (rank, r) in (0u32..).zip(ranks.values_mut()) {
+        *r = rank;
+    }
+    let mut order: Vec<_> = errors
+        .iter()
+        .map(|e| {
+            let rank = ranks.get(e.file.as_str()).copied();
+            (rank, e.line.unwrap_or(0), e.column.unwrap_or(0))
+        })
+        .zip(0..)
+        .collect();
+    order.sort_unstable_by(|(key_a, a), (key_b, b)| {
+        key_a
+            .cmp(key_b)
+            .then_with(|| match (errors.get(*a), errors.get(*b)) {
+                (Some(a), Some(b)) => (&a.field, &a.message).cmp(&(&b.field, &b.message)),
+                _ => std::cmp::Ordering::Equal,
+            })
     });
-    errors.dedup();
-    errors
+    let mut slots: Vec<Option<RepoError>> = errors.into_iter().map(Some).collect();
+    let mut sorted: Vec<RepoError> = order
+        .into_iter()
+        .filter_map(|(_, i)| slots.get_mut(i).and_then(Option::take))
+        .collect();
+    sorted.dedup();
+    sorted
 }
 
 /// Reads a regular file of the source.

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use kubelet_gitops_core::message::cap_per_file;
 use serde::Serialize;
 
 use crate::model::Overlap;
@@ -103,6 +104,11 @@ pub struct ReadyDetail<'a> {
 #[derive(Debug, Serialize)]
 pub struct RejectedDetail<'a> {
     pub commit: &'a str,
+    /// How many errors the commit has.
+    pub problems: usize,
+    /// The errors, at most
+    /// [`MAX_ERRORS_SHOWN`](kubelet_gitops_core::message::MAX_ERRORS_SHOWN) of each file,
+    /// then how many more it has.
     pub errors: Vec<String>,
 }
 
@@ -129,7 +135,11 @@ impl SyncState {
             applied: self.applied.as_ref(),
             rejected: self.rejected.as_ref().map(|r| RejectedDetail {
                 commit: &r.commit,
-                errors: r.errors.iter().map(ToString::to_string).collect(),
+                problems: r.errors.len(),
+                errors: cap_per_file(&r.errors, |e| &e.file)
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect(),
             }),
             unreachable: self.unreachable.as_deref(),
             last_error: self.last_error.as_deref(),
@@ -156,5 +166,40 @@ impl SyncState {
                 })
                 .collect(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kubelet_gitops_core::message::MAX_ERRORS_SHOWN;
+
+    use super::*;
+
+    #[test]
+    fn readyz_counts_a_rejected_commits_errors_and_lists_the_first_of_each_file() {
+        let errors: Vec<RepoError> = (0..MAX_ERRORS_SHOWN + 5)
+            .map(|i| RepoError::new("pools/a.yaml", format!("featureGates.G{i}"), "unknown"))
+            .chain([RepoError::new("pools/b.yaml", "maxPods", "too many")])
+            .collect();
+        let state = SyncState {
+            rejected: Some(RejectedCommit {
+                commit: "abc".into(),
+                errors,
+            }),
+            ..SyncState::default()
+        };
+        let detail = state.detail();
+        let rejected = detail.rejected.expect("rejected");
+        assert_eq!(rejected.problems, MAX_ERRORS_SHOWN + 6);
+        assert_eq!(rejected.errors.len(), MAX_ERRORS_SHOWN + 2);
+        assert!(
+            rejected.errors[MAX_ERRORS_SHOWN].starts_with("pools/a.yaml: and 5 more errors"),
+            "{:?}",
+            rejected.errors
+        );
+        assert_eq!(
+            rejected.errors[MAX_ERRORS_SHOWN + 1],
+            "pools/b.yaml: maxPods: too many"
+        );
     }
 }

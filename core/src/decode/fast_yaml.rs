@@ -11,6 +11,7 @@
 //! also produces the error messages. The differential tests hold it to this contract.
 
 use std::borrow::Cow;
+use std::cell::Cell;
 
 use serde_saphyr::granit_parser::{Event, Marker, ScalarStyle, Span, StructureStyle};
 
@@ -37,6 +38,10 @@ pub(super) fn parse<'t>(file: &str, text: &'t str) -> Option<(Node<'t>, SourceMa
         max_indent: None,
         marker_seen: false,
         root_opened: false,
+        columns: Columns {
+            ascii: text.is_ascii(),
+            last: Cell::new((0, 0, 0)),
+        },
     };
     for (index, line) in text.split('\n').enumerate() {
         fast.line(index + 1, line)?;
@@ -66,13 +71,30 @@ struct Fast<'f, 't> {
     max_indent: Option<usize>,
     marker_seen: bool,
     root_opened: bool,
+    columns: Columns,
 }
 
-/// Byte offset to 0-based character column.
-fn column(line: &str, byte: usize) -> usize {
-    match line.get(..byte) {
-        Some(prefix) if !prefix.is_ascii() => prefix.chars().count(),
-        _ => byte,
+/// Byte offsets to 0-based character columns, counting each line's characters once
+/// however many nodes it holds (a long flow collection on one line).
+struct Columns {
+    /// The whole text is ASCII: a column is its byte offset.
+    ascii: bool,
+    /// The last offset converted: (line number, byte offset, column).
+    last: Cell<(usize, usize, usize)>,
+}
+
+impl Columns {
+    fn at(&self, number: usize, line: &str, byte: usize) -> usize {
+        if self.ascii {
+            return byte;
+        }
+        let (from, before) = match self.last.get() {
+            (n, b, c) if n == number && b <= byte => (b, c),
+            _ => (0, 0),
+        };
+        let column = before + line.get(from..byte).map_or(0, |s| s.chars().count());
+        self.last.set((number, byte, column));
+        column
     }
 }
 
@@ -311,17 +333,32 @@ impl<'t> Fast<'_, 't> {
                 return None;
             }
             if opening {
-                self.open(Kind::Seq, indent, number, column(line, offset))?;
+                self.open(
+                    Kind::Seq,
+                    indent,
+                    number,
+                    self.columns.at(number, line, offset),
+                )?;
             }
             if looks_like_entry(item) {
-                self.open(Kind::Map, offset, number, column(line, offset))?;
+                self.open(
+                    Kind::Map,
+                    offset,
+                    number,
+                    self.columns.at(number, line, offset),
+                )?;
                 self.entry(number, line, offset)
             } else {
                 self.value(number, line, offset, indent)
             }
         } else {
             if opening {
-                self.open(Kind::Map, indent, number, column(line, indent))?;
+                self.open(
+                    Kind::Map,
+                    indent,
+                    number,
+                    self.columns.at(number, line, indent),
+                )?;
             }
             self.entry(number, line, indent)
         }
@@ -357,7 +394,7 @@ impl<'t> Fast<'_, 't> {
         if key.len() > MAX_KEY_CHARS {
             return None;
         }
-        self.scalar(key, style, number, column(line, at))?;
+        self.scalar(key, style, number, self.columns.at(number, line, at))?;
 
         let after = content.get(colon + 1..)?;
         if !(after.is_empty() || after.starts_with(' ')) {
@@ -392,7 +429,7 @@ impl<'t> Fast<'_, 't> {
                 } else {
                     ScalarStyle::SingleQuoted
                 };
-                self.scalar(text, style, number, column(line, at))?;
+                self.scalar(text, style, number, self.columns.at(number, line, at))?;
                 end
             }
             b'[' | b'{' => self.flow(number, line, at, 0)? - at,
@@ -417,7 +454,7 @@ impl<'t> Fast<'_, 't> {
                     Cow::Borrowed(text),
                     ScalarStyle::Plain,
                     number,
-                    column(line, at),
+                    self.columns.at(number, line, at),
                 )?;
                 end
             }
@@ -458,12 +495,12 @@ impl<'t> Fast<'_, 't> {
                         Event::SequenceEnd,
                     )
                 };
-                self.emit(start, number, column(line, at))?;
+                self.emit(start, number, self.columns.at(number, line, at))?;
                 let mut i = at + 1;
                 loop {
                     i = skip(i);
                     if *bytes.get(i)? == close {
-                        self.emit(end_event, number, column(line, i))?;
+                        self.emit(end_event, number, self.columns.at(number, line, i))?;
                         return Some(i + 1);
                     }
                     if is_map {
@@ -496,7 +533,7 @@ impl<'t> Fast<'_, 't> {
                 } else {
                     ScalarStyle::SingleQuoted
                 };
-                self.scalar(text, style, number, column(line, at))?;
+                self.scalar(text, style, number, self.columns.at(number, line, at))?;
                 Some(at + len)
             }
             first => {
@@ -530,7 +567,7 @@ impl<'t> Fast<'_, 't> {
                     Cow::Borrowed(text),
                     ScalarStyle::Plain,
                     number,
-                    column(line, at),
+                    self.columns.at(number, line, at),
                 )?;
                 Some(at + text.len())
             }

@@ -12,7 +12,7 @@ use std::borrow::Cow;
 
 use super::node::{Node, first_duplicate};
 
-use super::source_map::{Position, SourceMap, push_index, push_key};
+use super::source_map::{EntryId, Position, SourceMap, push_index, push_key};
 use super::{DecodeError, MAX_DEPTH};
 
 /// Whether the kubelet would read `text` as JSON.
@@ -252,13 +252,13 @@ fn positions(text: &str) -> SourceMap {
         i: 0,
         line: 1,
         line_start: 0,
-        path: String::new(),
+        column_at: (0, 0),
         map: SourceMap::new(),
     };
     scanner.skip_whitespace();
     let root = scanner.position();
     scanner.map.record("", root);
-    scanner.value(0);
+    scanner.value(0, None);
     scanner.map
 }
 
@@ -268,7 +268,9 @@ struct Scanner<'t> {
     i: usize,
     line: usize,
     line_start: usize,
-    path: String,
+    /// The last column computed on the current line: (byte offset, characters before it
+    /// on the line), so that a long line is counted once, not once per key.
+    column_at: (usize, usize),
     map: SourceMap,
 }
 
@@ -277,11 +279,14 @@ impl Scanner<'_> {
         self.bytes.get(self.i).copied()
     }
 
-    fn position(&self) -> Position {
-        let column = self
-            .text
-            .get(self.line_start..self.i)
-            .map_or(0, |s| s.chars().count());
+    fn position(&mut self) -> Position {
+        let (from, before) = if self.column_at.0 >= self.line_start && self.column_at.0 <= self.i {
+            self.column_at
+        } else {
+            (self.line_start, 0)
+        };
+        let column = before + self.text.get(from..self.i).map_or(0, |s| s.chars().count());
+        self.column_at = (self.i, column);
         Position {
             line: self.line,
             column: column + 1,
@@ -302,14 +307,15 @@ impl Scanner<'_> {
         }
     }
 
-    fn value(&mut self, depth: usize) {
+    /// A value whose key or element is `entry`.
+    fn value(&mut self, depth: usize, entry: Option<EntryId>) {
         if depth > MAX_DEPTH {
             return;
         }
         self.skip_whitespace();
         match self.peek() {
-            Some(b'{') => self.object(depth + 1),
-            Some(b'[') => self.array(depth + 1),
+            Some(b'{') => self.object(depth + 1, entry),
+            Some(b'[') => self.array(depth + 1, entry),
             Some(b'"') => {
                 self.string();
             }
@@ -325,9 +331,8 @@ impl Scanner<'_> {
         }
     }
 
-    fn object(&mut self, depth: usize) {
+    fn object(&mut self, depth: usize, parent: Option<EntryId>) {
         self.i += 1;
-        let base = self.path.len();
         loop {
             self.skip_whitespace();
             match self.peek() {
@@ -340,16 +345,13 @@ impl Scanner<'_> {
             }
             let at = self.position();
             let key = self.string();
-            self.path.truncate(base);
-            push_key(&mut self.path, &key);
-            self.map.record(&self.path, at);
+            let entry = self.map.record_key(parent, &key, at);
             self.skip_whitespace();
             if self.peek() != Some(b':') {
                 return;
             }
             self.i += 1;
-            self.value(depth);
-            self.path.truncate(base);
+            self.value(depth, Some(entry));
             self.skip_whitespace();
             match self.peek() {
                 Some(b',') => self.i += 1,
@@ -362,9 +364,8 @@ impl Scanner<'_> {
         }
     }
 
-    fn array(&mut self, depth: usize) {
+    fn array(&mut self, depth: usize, parent: Option<EntryId>) {
         self.i += 1;
-        let base = self.path.len();
         let mut index = 0;
         loop {
             self.skip_whitespace();
@@ -376,11 +377,9 @@ impl Scanner<'_> {
                 None => return,
                 Some(_) => {}
             }
-            push_index(&mut self.path, index);
             let at = self.position();
-            self.map.record(&self.path, at);
-            self.value(depth);
-            self.path.truncate(base);
+            let entry = self.map.record_index(parent, index, at);
+            self.value(depth, Some(entry));
             index += 1;
             self.skip_whitespace();
             match self.peek() {

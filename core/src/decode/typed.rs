@@ -456,12 +456,16 @@ pub(super) fn closest<'c>(name: &str, candidates: &[&'c str]) -> Option<&'c str>
         return Some(exact);
     }
     let lower = name.to_lowercase();
-    let limit = (lower.chars().count() / 3).min(4);
+    let chars = lower.chars().count();
+    let limit = (chars / 3).min(4);
     if limit == 0 {
         return None;
     }
+    // The distance is at least the difference in length: only candidates of about the
+    // same length are compared, so a name of any length costs little.
     candidates
         .iter()
+        .filter(|c| c.chars().count().abs_diff(chars) <= limit)
         .map(|c| (strsim::damerau_levenshtein(&lower, &c.to_lowercase()), *c))
         .filter(|(distance, _)| *distance <= limit)
         .min_by_key(|(distance, _)| *distance)

@@ -13,7 +13,7 @@ use serde_saphyr::granit_parser::{Event, Parser, ScalarStyle, Span, StrInput, Ta
 
 use super::node::{Node, first_duplicate};
 use super::scalar::{self, KeyError, Resolved, ScalarTag, ToJsonError};
-use super::source_map::{Position, SourceMap, push_index, push_key};
+use super::source_map::{EntryId, Position, SourceMap, push_index, push_key};
 use super::{DecodeError, MAX_DEPTH, MAX_EXPANDED_BYTES, MAX_NODES};
 
 /// Parses `text` (already checked for size, encoding and emptiness of bytes) into a
@@ -119,6 +119,9 @@ struct Frame<'t> {
     collection: Collection<'t>,
     /// Length of `Builder::path` for this collection's own path.
     path_len: usize,
+    /// The source map's entry for this collection's own path (`None` at the top level and
+    /// inside a merge value), the parent of its keys' or elements' entries.
+    entry: Option<EntryId>,
     position: Position,
     anchor: usize,
     /// Node and byte counters when the collection started, to size an anchored value.
@@ -144,6 +147,8 @@ pub(super) struct Builder<'f, 't> {
     stack: Vec<Frame<'t>>,
     path: String,
     map: SourceMap,
+    /// The entry recorded last: the key or list element whose value comes next.
+    last: Option<EntryId>,
     anchors: HashMap<usize, Anchored<'t>>,
     /// Nodes and scalar bytes produced so far, aliases counted at their expanded size.
     nodes: usize,
@@ -164,6 +169,7 @@ impl<'f, 't> Builder<'f, 't> {
             stack: Vec::with_capacity(16),
             path: String::with_capacity(128),
             map: SourceMap::new(),
+            last: None,
             anchors: HashMap::new(),
             nodes: 0,
             bytes: 0,
@@ -251,7 +257,7 @@ impl<'f, 't> Builder<'f, 't> {
                 self.path.truncate(frame.path_len);
                 push_index(&mut self.path, items.len());
                 if !frame.in_merge {
-                    self.map.record(&self.path, at);
+                    self.last = Some(self.map.record_index(frame.entry, items.len(), at));
                 }
                 false
             }
@@ -416,7 +422,7 @@ impl<'f, 't> Builder<'f, 't> {
         self.path.truncate(frame.path_len);
         push_key(&mut self.path, &key);
         if !frame.in_merge {
-            self.map.record(&self.path, at);
+            self.last = Some(self.map.record_key(frame.entry, &key, at));
         }
         // Duplicates are looked for when the mapping ends, without hashing each key.
         m.pending = Pending::Value(key);
@@ -484,12 +490,19 @@ impl<'f, 't> Builder<'f, 't> {
                     })
                 )
         });
-        if self.stack.is_empty() {
+        let entry = if self.stack.is_empty() {
             self.map.record("", at);
-        }
+            None
+        } else if in_merge {
+            None
+        } else {
+            // The key or element this collection is the value of, recorded just before.
+            self.last
+        };
         self.stack.push(Frame {
             collection,
             path_len: self.path.len(),
+            entry,
             position: at,
             anchor,
             nodes_at_start: self.nodes - 1,
@@ -516,7 +529,7 @@ impl<'f, 't> Builder<'f, 't> {
                     return Err(self.duplicate(&entries[index].0, frame.position));
                 }
                 if !merges.is_empty() {
-                    self.merge(&mut entries, merges, frame.in_merge);
+                    self.merge(&mut entries, merges, frame.in_merge, frame.entry);
                 }
                 Node::Object(entries)
             }
@@ -550,16 +563,14 @@ impl<'f, 't> Builder<'f, 't> {
         entries: &mut Entries<'t>,
         merges: Vec<(Entries<'t>, Position)>,
         in_merge: bool,
+        entry: Option<EntryId>,
     ) {
         let mut seen: HashSet<String> = entries.iter().map(|(k, _)| k.to_string()).collect();
         for (merged, at) in merges {
             for (key, value) in merged {
                 if seen.insert(key.to_string()) {
                     if !in_merge {
-                        let len = self.path.len();
-                        push_key(&mut self.path, &key);
-                        self.map.record(&self.path, at);
-                        self.path.truncate(len);
+                        self.map.record_key(entry, &key, at);
                     }
                     entries.push((key, value));
                 }

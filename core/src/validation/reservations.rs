@@ -1,7 +1,7 @@
 //! What is reserved for the system and the kubelet, and how: `enforceNodeAllocatable`,
 //! `reservedSystemCPUs`, `kubeReserved`, `systemReserved` and `qosReserved`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use crate::cpuset;
 use crate::go;
@@ -33,8 +33,9 @@ pub(super) fn check_enforce_node_allocatable(
     let cgroups_per_qos = c.cgroups_per_qos.unwrap_or(false);
     let system_cgroup = c.system_reserved_cgroup.as_deref().unwrap_or("");
     let kube_cgroup = c.kube_reserved_cgroup.as_deref().unwrap_or("");
+    let mut seen = HashSet::with_capacity(list.len());
     for (i, val) in list.iter().enumerate() {
-        if list[..i].contains(val) {
+        if !seen.insert(val.as_str()) {
             out.push(err(
                 format!("{FIELD}[{i}]"),
                 format!("invalid configuration: duplicated enforcements {} in enforceNodeAllocatable (--enforce-node-allocatable)", go::quote(val)),

@@ -1,6 +1,8 @@
 //! `reservedMemory`: the memory manager's per-NUMA-node reservations
 //! (`validateReservedMemoryConfiguration`, `validation_reserved_memory.go`).
 
+use std::collections::HashSet;
+
 use crate::go;
 use crate::types::MemoryReservation;
 
@@ -9,6 +11,8 @@ use super::{ValidationError, err};
 /// Every limit must be `memory` or `hugepages-<size>`, non-zero, and appear once per NUMA
 /// node across all entries.
 pub(super) fn validate(reservations: &[MemoryReservation], out: &mut Vec<ValidationError>) {
+    // (NUMA node, resource) of the reservations before the current one.
+    let mut seen: HashSet<(i32, &str)> = HashSet::new();
     for (i, r) in reservations.iter().enumerate() {
         let node = r.numa_node;
         for (name, q) in &r.limits {
@@ -31,10 +35,7 @@ pub(super) fn validate(reservations: &[MemoryReservation], out: &mut Vec<Validat
                     ),
                 ));
             }
-            let seen_before = reservations[..i]
-                .iter()
-                .any(|prev| prev.numa_node == node && prev.limits.contains_key(name));
-            if seen_before {
+            if seen.contains(&(node, name.as_str())) {
                 out.push(err(
                     field(),
                     format!(
@@ -44,6 +45,7 @@ pub(super) fn validate(reservations: &[MemoryReservation], out: &mut Vec<Validat
                 ));
             }
         }
+        seen.extend(r.limits.keys().map(|name| (node, name.as_str())));
     }
 }
 

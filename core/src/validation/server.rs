@@ -1,6 +1,8 @@
 //! The kubelet's server, as it starts: the address it binds, its TLS settings and its
 //! authorization mode.
 
+use std::collections::HashSet;
+
 use crate::go;
 use crate::types::KubeletConfiguration;
 
@@ -105,6 +107,7 @@ fn check_tls(c: &KubeletConfiguration, out: &mut Vec<ValidationError>) {
         ));
     }
     let curves = c.tls_curve_preferences.as_deref().unwrap_or(&[]);
+    let mut seen = HashSet::with_capacity(curves.len());
     for (i, &id) in curves.iter().enumerate() {
         let field = || format!("tlsCurvePreferences[{i}]");
         if id <= 0 || id > i32::from(u16::MAX) {
@@ -112,7 +115,7 @@ fn check_tls(c: &KubeletConfiguration, out: &mut Vec<ValidationError>) {
                 field(),
                 format!("curve preference {id} is out of range (must be 1-65535)"),
             ));
-        } else if curves[..i].contains(&id) {
+        } else if !seen.insert(id) {
             out.push(err(field(), format!("duplicate curve preference {id}")));
         } else if !TLS_CURVES.contains(&id) {
             out.push(err(

@@ -9,7 +9,7 @@ use clap::Args;
 use kubelet_gitops_core::decode::MAX_FILE_BYTES;
 use kubelet_gitops_core::effective::{self, Effective, EffectiveError, Source};
 use kubelet_gitops_core::flags::{self, KubeletFlags};
-use kubelet_gitops_core::message::OneLine;
+use kubelet_gitops_core::message::{Capped, OneLine, cap_per_file, more_errors};
 use kubelet_gitops_core::node_setup;
 use kubelet_gitops_core::validation::ValidationError;
 
@@ -172,7 +172,9 @@ fn read_drop_ins(dir: &Path) -> Result<Vec<(String, Vec<u8>)>, Failure> {
 }
 
 /// Prints validation problems as `file:line: field.path: message`, one line each
-/// (control characters of the path, the field or a value shown escaped); the line is the
+/// (control characters of the path, the field or a value shown escaped), sorted by line,
+/// at most [`MAX_ERRORS_SHOWN`](kubelet_gitops_core::message::MAX_ERRORS_SHOWN) of them
+/// and then how many more there are; the line is the
 /// field's (or its nearest ancestor's) in the config file, else the first line.
 pub(super) fn print_validation_errors(file: &str, eff: &Effective, errors: &[ValidationError]) {
     let line_of = |err: &ValidationError| {
@@ -181,10 +183,18 @@ pub(super) fn print_validation_errors(file: &str, eff: &Effective, errors: &[Val
             .and_then(|m| m.line_of(&err.field))
             .unwrap_or(1)
     };
-    let mut sorted: Vec<&ValidationError> = errors.iter().collect();
-    sorted.sort_by_key(|e| line_of(e));
-    for err in sorted {
-        let line = line_of(err);
+    // Each error located once, then sorted (stable: the kubelet's order within a line).
+    let mut located: Vec<(usize, &ValidationError)> =
+        errors.iter().map(|e| (line_of(e), e)).collect();
+    located.sort_by_key(|(line, _)| *line);
+    for item in cap_per_file(&located, |_| file) {
+        let &(line, err) = match item {
+            Capped::Shown(shown) => shown,
+            Capped::More { file, hidden } => {
+                eprintln!("{}", OneLine(&more_errors(file, hidden)));
+                continue;
+            }
+        };
         let by_flag = eff
             .flag_of(&err.field)
             .map(node_setup::flag_hint)

@@ -7,7 +7,7 @@ use clap::Args;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
 use kubelet_gitops_core::inventory::Inventory;
-use kubelet_gitops_core::message::{OneLine, markdown_code};
+use kubelet_gitops_core::message::{OneLine, cap_per_file, markdown_code};
 use kubelet_gitops_core::protocol::NODE_SETUP;
 
 use super::inputs::Failure;
@@ -120,7 +120,7 @@ pub(super) fn run(args: PlanArgs) -> Result<(), Failure> {
     let head_repo = match render::render_repo(&head_src, &opts) {
         Ok(r) => r,
         Err(errors) => {
-            for e in &errors {
+            for e in cap_per_file(&errors, |e| &e.file) {
                 eprintln!("{e}");
             }
             eprintln!(

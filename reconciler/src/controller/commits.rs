@@ -1,14 +1,15 @@
 //! From the poller's events to the desired state: the fetched commit, rendered and
 //! validated on the blocking pool, then checked against the nodes it would reach
 //! ([`crate::nodecheck::check_commit`], before anything of it is published), or rejected
-//! (logged once, kept in [`SyncState`](crate::state::SyncState) for `/readyz` and the
-//! commit statuses) while the last valid commit stays in force. A commit some nodes would
-//! refuse is held and checked again at every reconcile: when those nodes change (their
-//! flags fixed, the nodes gone) it goes out without a new commit.
+//! (logged once, in one line with the error count and the first errors of each file, kept
+//! in [`SyncState`](crate::state::SyncState) for `/readyz` and the commit statuses) while
+//! the last valid commit stays in force. A commit some nodes would refuse is held and
+//! checked again at every reconcile: when those nodes change (their flags fixed, the nodes
+//! gone) it goes out without a new commit.
 
 use std::sync::Arc;
 
-use kubelet_gitops_core::message::error_chain;
+use kubelet_gitops_core::message::{cap_per_file, error_chain};
 use tokio::task::JoinSet;
 
 use super::observe::{self, NodeStore};
@@ -103,19 +104,16 @@ impl Controller {
             Err(RenderFailure::Invalid(errors)) => {
                 st.rendered = Some(commit.clone());
                 st.held = None;
-                for e in &errors {
-                    tracing::error!(
-                        commit = %commit,
-                        file = %e.file,
-                        line = e.line,
-                        column = e.column,
-                        field = %e.field,
-                        "{e}"
-                    );
-                }
+                // One line for the whole commit, however many errors it has: the count,
+                // and the first errors of each file.
+                let shown: Vec<String> = cap_per_file(&errors, |e| &e.file)
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect();
                 tracing::error!(
                     commit = %commit,
                     problems = errors.len(),
+                    errors = ?shown,
                     kept = st.desired.as_ref().map(|d| d.commit.as_str()).unwrap_or("none"),
                     "commit does not validate: nothing of it is applied; the last valid commit stays in force"
                 );

@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use kubelet_gitops_core::message::{
-    OneLine, markdown_cell, markdown_code, markdown_fence, markdown_text,
+    OneLine, cap_per_file, markdown_cell, markdown_code, markdown_fence, markdown_text,
 };
 
 use super::disruptive::Disruption;
@@ -437,7 +437,9 @@ pub fn invalid_summary(errors: &[RepoError]) -> String {
 }
 
 /// The Markdown for a head revision that does not validate: nothing would be applied,
-/// and every error, `file:line:col: field: message`.
+/// and the errors, `file:line:col: field: message`, at most
+/// [`MAX_ERRORS_SHOWN`](kubelet_gitops_core::message::MAX_ERRORS_SHOWN) of each file and
+/// then how many more it has.
 pub fn invalid_markdown(head: &str, errors: &[RepoError]) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "## kubelet-gitops plan\n");
@@ -447,7 +449,7 @@ pub fn invalid_markdown(head: &str, errors: &[RepoError]) -> String {
         "**error: the head does not validate ({}): nothing would be applied.**\n",
         plural(errors.len(), "error", "errors")
     );
-    fenced(&mut out, "", errors);
+    fenced(&mut out, "", &cap_per_file(errors, |e| &e.file));
     out
 }
 

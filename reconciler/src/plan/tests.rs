@@ -456,6 +456,50 @@ fn an_invalid_head_summary_names_the_first_error() {
 }
 
 #[test]
+fn an_invalid_head_lists_the_first_errors_of_each_file_and_counts_the_rest() {
+    use kubelet_gitops_core::message::MAX_ERRORS_SHOWN;
+    let gates: String = (0..MAX_ERRORS_SHOWN + 130)
+        .map(|i| format!("  Unknown{i:03}: true\n"))
+        .collect();
+    let src = MemorySource::new([
+        (
+            "pools/gpu.yaml",
+            pool_file("gpu", GPU_SEL, 0, &format!("featureGates:\n{gates}")).into_bytes(),
+        ),
+        (
+            "pools/cpu.yaml",
+            pool_file("cpu", "{}", 1, "evictionHard: {nope: 1Mi}").into_bytes(),
+        ),
+    ]);
+    let errors = render_repo(&src, &RenderOptions::default()).unwrap_err();
+    assert_eq!(errors.len(), MAX_ERRORS_SHOWN + 131);
+    assert!(invalid_summary(&errors).starts_with(&format!(
+        "error: {} errors in the repository; pools/cpu.yaml:",
+        MAX_ERRORS_SHOWN + 131
+    )));
+    let md = invalid_markdown("abc1234", &errors);
+    assert!(
+        md.contains(&format!("({} errors)", MAX_ERRORS_SHOWN + 131)),
+        "{md}"
+    );
+    let listed: Vec<&str> = md
+        .lines()
+        .filter(|l| l.starts_with("pools/gpu.yaml:"))
+        .collect();
+    assert_eq!(listed.len(), MAX_ERRORS_SHOWN + 1, "{md}");
+    // The first ones by line, then the count of the others.
+    assert!(listed[0].contains("featureGates.Unknown000"), "{md}");
+    assert_eq!(
+        listed[MAX_ERRORS_SHOWN],
+        format!(
+            "pools/gpu.yaml: and 130 more errors (only the first {MAX_ERRORS_SHOWN} of each \
+             file are listed)"
+        )
+    );
+    assert_eq!(md.matches("pools/cpu.yaml:").count(), 1, "{md}");
+}
+
+#[test]
 fn an_empty_default_map_filled_by_the_config_is_one_line_per_key() {
     use kubelet_gitops_core::types::KubeletConfiguration;
     let old = KubeletConfiguration::default();

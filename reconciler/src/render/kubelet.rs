@@ -98,20 +98,27 @@ pub(super) fn decode_base(path: &str, bytes: &[u8], errors: &mut Vec<RepoError>)
     })
 }
 
-/// Merges the pool over the base, renders the YAML, and validates it as the kubelet
-/// would. Errors located in the pool file go to `errors`, those in the base to
-/// `base_errors`.
+/// Merges the pool over the base, validates the result as the kubelet would, and renders
+/// the YAML of a valid one. Errors located in the pool file go to `errors`, those in the
+/// base to `base_errors`.
 pub(super) fn render_pool(
-    doc: &PoolDoc,
+    mut doc: PoolDoc,
     base: &Base,
     errors: &mut Vec<RepoError>,
     base_errors: &mut BaseErrors,
 ) -> Option<RenderedPool> {
-    let name = &doc.spec.name;
-    let mut merged = Value::Object(serde_json::Map::new());
-    merge_patch(&mut merged, &base.value);
-    merge_patch(&mut merged, &doc.kubelet);
-    let mut config: KubeletConfiguration =
+    let base_is_empty = match &base.value {
+        Value::Null => true,
+        Value::Object(fields) => fields.is_empty(),
+        _ => false,
+    };
+    let mut config: KubeletConfiguration = if base_is_empty {
+        // The merge is the pool's `spec.kubelet` without its `null`s: decoded already.
+        std::mem::take(&mut doc.config)
+    } else {
+        let mut merged = Value::Object(serde_json::Map::new());
+        merge_patch(&mut merged, &base.value);
+        merge_patch(&mut merged, &doc.kubelet);
         match decode::from_value(&doc.path, &merged, &SourceMap::new()) {
             Ok(c) => c,
             Err(e) => {
@@ -130,9 +137,22 @@ pub(super) fn render_pool(
                 );
                 return None;
             }
-        };
+        }
+    };
     config.api_version = Some(kubelet_types::API_VERSION.to_string());
     config.kind = Some(kubelet_types::KIND.to_string());
+
+    let name = &doc.spec.name;
+    let effective = defaults::defaulted(&config);
+    let problems = validation::validate(&effective, &HostInfo::default());
+    if !problems.is_empty() {
+        // An invalid config is not rendered: nothing would ever read its YAML.
+        errors.reserve(problems.len());
+        for problem in problems {
+            locate_problem(problem, &doc, base, errors, base_errors);
+        }
+        return None;
+    }
 
     let rendered = match render_yaml(&config) {
         Ok(r) => r,
@@ -141,39 +161,42 @@ pub(super) fn render_pool(
             return None;
         }
     };
-
-    let effective = defaults::defaulted(&config);
-    let problems = validation::validate(&effective, &HostInfo::default());
-    for problem in &problems {
-        match locate(&problem.field, doc, base) {
-            Location::Pool(field, position) => {
-                errors.push(RepoError::new(&doc.path, field, &problem.message).at(Some(position)));
-            }
-            Location::Base(file, field, position) => base_errors.add(
-                RepoError::new(file, field, &problem.message).at(Some(position)),
-                name,
-            ),
-            Location::Default => errors.push(RepoError::new(
-                &doc.path,
-                join_key("spec.kubelet", &problem.field),
-                format!(
-                    "{} (the value is the kubelet's default: neither this pool nor the base \
-                     sets it)",
-                    problem.message
-                ),
-            )),
-        }
-    }
-    if !problems.is_empty() {
-        return None;
-    }
     let configmap_name = protocol::configmap_name(name, rendered.as_bytes());
     Some(RenderedPool {
-        spec: doc.spec.clone(),
+        spec: doc.spec,
         rendered,
         config,
         configmap_name,
     })
+}
+
+/// Reports a validation problem of the pool's config at the file and line that set its
+/// field: the pool's `errors`, or `base_errors`.
+fn locate_problem(
+    problem: validation::ValidationError,
+    doc: &PoolDoc,
+    base: &Base,
+    errors: &mut Vec<RepoError>,
+    base_errors: &mut BaseErrors,
+) {
+    match locate(&problem.field, doc, base) {
+        Location::Pool(field, position) => {
+            errors.push(RepoError::new(&doc.path, field, problem.message).at(Some(position)));
+        }
+        Location::Base(file, field, position) => base_errors.add(
+            RepoError::new(file, field, problem.message).at(Some(position)),
+            &doc.spec.name,
+        ),
+        Location::Default => errors.push(RepoError::new(
+            &doc.path,
+            join_key("spec.kubelet", &problem.field),
+            format!(
+                "{} (the value is the kubelet's default: neither this pool nor the base \
+                 sets it)",
+                problem.message
+            ),
+        )),
+    }
 }
 
 /// The config as the YAML the ConfigMap holds, checked to decode back to the same config
@@ -207,24 +230,31 @@ enum Location {
 
 /// The most specific place that sets `field` (or an ancestor of it), the pool before the
 /// base at each level: `evictionHard.memory.available` is found at its own line if either
-/// file sets it, else at `evictionHard` in the pool, else in the base.
+/// file sets it, else at `evictionHard` in the pool, else in the base. Costs the length of
+/// `field`, however many levels it has.
 fn locate(field: &str, doc: &PoolDoc, base: &Base) -> Location {
-    let mut current = Some(field);
-    while let Some(path) = current {
-        let in_pool = join_key("spec.kubelet", path);
-        if let Some(p) = doc.map.get(&in_pool) {
-            return Location::Pool(in_pool, p);
+    const KUBELET: &str = "spec.kubelet";
+    let in_pool = join_key(KUBELET, field);
+    // Lengths of the ancestor of `field` found: in the pool without `spec.kubelet.`.
+    let pool = doc
+        .map
+        .nearest(&in_pool, KUBELET.len() + 2)
+        .map(|(len, p)| (len - KUBELET.len() - 1, p));
+    let from_base = base
+        .path
+        .as_ref()
+        .and_then(|file| base.map.nearest(field, 1).map(|(len, p)| (len, file, p)));
+    match (pool, from_base) {
+        (Some((len, p)), b) if b.is_none_or(|(base_len, ..)| len >= base_len) => {
+            let mut path = in_pool;
+            path.truncate(KUBELET.len() + 1 + len);
+            Location::Pool(path, p)
         }
-        if let (Some(file), Some(p)) = (&base.path, base.map.get(path)) {
-            return Location::Base(file.clone(), path.to_string(), p);
-        }
-        current = parent(path);
+        (_, Some((len, file, p))) => Location::Base(
+            file.clone(),
+            field.get(..len).unwrap_or(field).to_string(),
+            p,
+        ),
+        _ => Location::Default,
     }
-    Location::Default
-}
-
-/// The path one segment up (`a.b[0]` -> `a.b` -> `a`), `None` at the top.
-fn parent(path: &str) -> Option<&str> {
-    let cut = path.rfind(['.', '['])?;
-    Some(&path[..cut]).filter(|p| !p.is_empty())
 }

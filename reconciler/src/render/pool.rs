@@ -4,6 +4,8 @@
 //! on its own, so that one file reports all of its problems at once rather than the
 //! first one only.
 
+use std::collections::HashMap;
+
 use kubelet_gitops_core::decode::{self, SourceMap, join_index, join_key};
 use kubelet_gitops_core::names::{self, Wording, label_key_errors, label_value_errors};
 use kubelet_gitops_core::types::KubeletConfiguration;
@@ -12,7 +14,7 @@ use serde::de::IgnoredAny;
 use serde_json::Value;
 
 use super::error::{RepoError, decode_part};
-use super::fields::{is_within, join_path, take_type_meta, without_nulls};
+use super::fields::{is_within, join_path, shallow, take, take_type_meta, without_nulls};
 use super::settings::RepoSettings;
 use super::settings::{API_VERSION, POOL_KIND, RolloutDoc, resolve_rollout};
 use crate::model::{LabelSelector, Operator, PoolSpec};
@@ -29,8 +31,14 @@ pub(super) struct PoolDoc {
     pub kubelet: Value,
     /// Positions in the file, paths from the document root (`spec.kubelet.maxPods`).
     pub map: SourceMap,
+    /// `kubelet` decoded, its `null`s left out: the pool's config when the base sets
+    /// nothing.
+    pub config: KubeletConfiguration,
 }
 
+/// The document's shape (its fields and, of each, whether it is a scalar): decoded from
+/// [`shallow`] of the document, its values then taken from the document itself, so that
+/// nothing is copied.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PoolTop {
@@ -39,8 +47,10 @@ struct PoolTop {
     _api_version: IgnoredAny,
     #[serde(rename = "kind")]
     _kind: IgnoredAny,
-    metadata: Option<Value>,
-    spec: Option<Value>,
+    #[serde(rename = "metadata")]
+    _metadata: Option<IgnoredAny>,
+    #[serde(rename = "spec")]
+    _spec: Option<IgnoredAny>,
 }
 
 #[derive(Deserialize)]
@@ -49,13 +59,18 @@ struct Metadata {
     name: Option<String>,
 }
 
+/// `spec`'s shape, as [`PoolTop`]: `priority` decoded, the other values taken from the
+/// document.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct SpecDoc {
-    node_selector: Option<Value>,
+    #[serde(rename = "nodeSelector")]
+    _node_selector: Option<IgnoredAny>,
     priority: Option<i32>,
-    rollout: Option<Value>,
-    kubelet: Option<Value>,
+    #[serde(rename = "rollout")]
+    _rollout: Option<IgnoredAny>,
+    #[serde(rename = "kubelet")]
+    _kubelet: Option<IgnoredAny>,
 }
 
 /// Decodes and checks the pool file `path`. `None` when anything is wrong (every problem
@@ -67,7 +82,7 @@ pub(super) fn decode(
     errors: &mut Vec<RepoError>,
 ) -> Option<PoolDoc> {
     let before = errors.len();
-    let (value, map) = match decode::decode_value(path, bytes) {
+    let (mut value, map) = match decode::decode_value(path, bytes) {
         Ok(v) => v,
         Err(e) => {
             errors.push(e.into());
@@ -83,17 +98,16 @@ pub(super) fn decode(
         errors.push(e);
         return None;
     }
-    let top: PoolTop = match decode_part(path, &value, &map, "") {
-        Ok(t) => t,
-        Err(e) => {
-            errors.push(e);
-            return None;
-        }
-    };
+    if let Err(e) = decode_part::<PoolTop>(path, &shallow(&value), &map, "") {
+        errors.push(e);
+        return None;
+    }
+    let metadata = take(&mut value, "metadata");
+    let spec_value = take(&mut value, "spec");
 
-    let name = decode_name(path, top.metadata.as_ref(), &map, errors);
+    let name = decode_name(path, metadata.as_ref(), &map, errors);
 
-    let Some(spec_value) = top.spec.as_ref().filter(|v| !v.is_null()) else {
+    let Some(mut spec_value) = spec_value else {
         errors.push(RepoError::new(
             path,
             "spec",
@@ -101,16 +115,19 @@ pub(super) fn decode(
         ));
         return None;
     };
-    let spec: SpecDoc = match decode_part(path, spec_value, &map, "spec") {
+    let spec: SpecDoc = match decode_part(path, &shallow(&spec_value), &map, "spec") {
         Ok(s) => s,
         Err(e) => {
             errors.push(e);
             return None;
         }
     };
+    let node_selector = take(&mut spec_value, "nodeSelector");
+    let rollout = take(&mut spec_value, "rollout");
+    let kubelet = take(&mut spec_value, "kubelet");
 
-    let selector = match spec.node_selector.as_ref() {
-        None | Some(Value::Null) => {
+    let selector = match node_selector.as_ref() {
+        None => {
             errors.push(RepoError::at_field(
                 path,
                 &map,
@@ -131,7 +148,7 @@ pub(super) fn decode(
         },
     };
 
-    let rollout = match spec.rollout.as_ref().filter(|v| !v.is_null()) {
+    let rollout = match rollout.as_ref() {
         None => settings.rollout_defaults.clone(),
         Some(v) => match decode_part::<RolloutDoc>(path, v, &map, "spec.rollout") {
             Ok(doc) => resolve_rollout(
@@ -149,12 +166,12 @@ pub(super) fn decode(
         },
     };
 
-    let kubelet = decode_kubelet(path, spec.kubelet, &map, settings, errors);
+    let kubelet = decode_kubelet(path, kubelet, &map, settings, errors);
 
     if errors.len() > before {
         return None;
     }
-    let (Some(name), Some(selector), Some(kubelet)) = (name, selector, kubelet) else {
+    let (Some(name), Some(selector), Some((kubelet, config))) = (name, selector, kubelet) else {
         return None;
     };
     Some(PoolDoc {
@@ -168,6 +185,7 @@ pub(super) fn decode(
         },
         kubelet,
         map,
+        config,
     })
 }
 
@@ -282,24 +300,33 @@ fn check_selector(path: &str, map: &SourceMap, sel: &LabelSelector, errors: &mut
 
 /// `spec.kubelet`: a strictly valid partial KubeletConfiguration (the kubelet decoder's
 /// errors and suggestions, at their lines in the pool file), `apiVersion`/`kind` removed,
-/// and nothing the policy forbids.
+/// and nothing the policy forbids; with it decoded.
 fn decode_kubelet(
     path: &str,
     kubelet: Option<Value>,
     map: &SourceMap,
     settings: &RepoSettings,
     errors: &mut Vec<RepoError>,
-) -> Option<Value> {
+) -> Option<(Value, KubeletConfiguration)> {
     const PREFIX: &str = "spec.kubelet";
     let mut value = match kubelet {
-        None | Some(Value::Null) => return Some(Value::Object(serde_json::Map::new())),
+        None | Some(Value::Null) => {
+            return Some((
+                Value::Object(serde_json::Map::new()),
+                KubeletConfiguration::default(),
+            ));
+        }
         Some(v) => v,
     };
     // `null` removes a field of the base (JSON merge patch): check what remains.
-    if let Err(e) = decode_part::<KubeletConfiguration>(path, &without_nulls(&value), map, PREFIX) {
-        errors.push(e);
-        return None;
-    }
+    let config =
+        match decode_part::<KubeletConfiguration>(path, &without_nulls(&value), map, PREFIX) {
+            Ok(c) => c,
+            Err(e) => {
+                errors.push(e);
+                return None;
+            }
+        };
     let Value::Object(fields) = &mut value else {
         // A typed decode of a non-object into the config struct fails above.
         return None;
@@ -314,12 +341,17 @@ fn decode_kubelet(
             format!("{key} is {other}; spec.kubelet may only say {expected:?} (or leave it out)"),
         ));
     }
-    let set = set_paths(&value);
-    for forbidden in &settings.policy.forbidden_pool_fields {
+    let forbidden_fields = &settings.policy.forbidden_pool_fields;
+    // Without a policy there is nothing to look for: no paths to list.
+    let set = if forbidden_fields.is_empty() {
+        Vec::new()
+    } else {
+        set_paths(&value)
+    };
+    let hits = first_hits(&set, forbidden_fields);
+    for forbidden in forbidden_fields {
         // The pool sets the field or something under it, or removes (null) an ancestor.
-        let hit = set
-            .iter()
-            .find(|(p, v)| is_within(p, forbidden) || (v.is_null() && is_within(forbidden, p)));
+        let hit = hits.get(forbidden.as_str()).and_then(|&i| set.get(i));
         if let Some((p, _)) = hit {
             ok = false;
             let settings_file = settings
@@ -338,7 +370,57 @@ fn decode_kubelet(
             ));
         }
     }
-    ok.then_some(value)
+    ok.then_some((value, config))
+}
+
+/// For each of `forbidden` that the pool touches, the index in `set` of the first path
+/// that does: the field itself or a path under it, or a `null` (a removal) of an ancestor.
+/// Both lists are sorted once and each forbidden field is looked up by prefix, so the cost
+/// is linear in the paths (a path is visited once per forbidden field that is a prefix of
+/// it), not the product of the two lists.
+fn first_hits<'f>(set: &[(String, &Value)], forbidden: &'f [String]) -> HashMap<&'f str, usize> {
+    let mut hits: HashMap<&str, usize> = HashMap::new();
+    let mut keep = |field: &'f str, index: usize| {
+        let first = hits.entry(field).or_insert(index);
+        *first = (*first).min(index);
+    };
+    let mut paths: Vec<(&str, usize)> = set
+        .iter()
+        .enumerate()
+        .map(|(i, (p, _))| (p.as_str(), i))
+        .collect();
+    paths.sort_unstable();
+    let mut fields: Vec<&str> = forbidden.iter().map(String::as_str).collect();
+    fields.sort_unstable();
+    fields.dedup();
+    // Paths within a forbidden field: among those it is a prefix of.
+    for &field in &fields {
+        let from = paths.partition_point(|(p, _)| *p < field);
+        for &(p, i) in paths[from..]
+            .iter()
+            .take_while(|(p, _)| p.starts_with(field))
+        {
+            if is_within(p, field) {
+                keep(field, i);
+            }
+        }
+    }
+    // Forbidden fields under a path the pool removes.
+    for (i, (p, v)) in set.iter().enumerate() {
+        if !v.is_null() {
+            continue;
+        }
+        let from = fields.partition_point(|f| *f < p.as_str());
+        for &field in fields[from..]
+            .iter()
+            .take_while(|f| f.starts_with(p.as_str()))
+        {
+            if is_within(field, p) {
+                keep(field, i);
+            }
+        }
+    }
+    hits
 }
 
 /// Every path the value sets (objects and list elements, recursively), with its value.

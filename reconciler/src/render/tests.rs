@@ -492,6 +492,170 @@ fn globs_select_the_files() {
     assert!(errors_with(&source(&full()), &opts).contains("--include: invalid glob \"{a\""));
 }
 
+/// `kubelet-gitops.yaml` whose `list` holds `count` globs, the first one invalid.
+fn settings_with_globs(list: &str, count: usize) -> &'static str {
+    let mut out = format!(
+        "apiVersion: kubelet-gitops.io/v1alpha1\nkind: RepoSettings\nspec:\n  {list}:\n    \
+         - \"pools/[a.yaml\"\n"
+    );
+    for i in 1..count {
+        out.push_str(&format!("    - \"pools/p{i}*.yaml\"\n"));
+    }
+    Box::leak(out.into_boxed_str())
+}
+
+#[test]
+fn more_globs_than_the_limit_are_an_error_before_compiling() {
+    for list in ["include", "exclude"] {
+        // At the limit the globs are compiled: the bad first one is reported.
+        let settings = settings_with_globs(list, MAX_GLOBS);
+        let e = errors(&with(&full(), "kubelet-gitops.yaml", settings));
+        assert!(
+            e.contains(&format!(
+                "kubelet-gitops.yaml:5:7: spec.{list}[0]: invalid glob \"pools/[a.yaml\""
+            )),
+            "{e}"
+        );
+        // One more: the list is refused where it is written, and nothing is compiled.
+        let settings = settings_with_globs(list, MAX_GLOBS + 1);
+        let e = errors(&with(&full(), "kubelet-gitops.yaml", settings));
+        assert_eq!(
+            e,
+            format!(
+                "kubelet-gitops.yaml:4:3: spec.{list}: {} globs: at most {MAX_GLOBS} are allowed \
+                 (a glob set takes time to compile that grows with its size); combine them \
+                 with `*`, `**` or `{{a,b}}`, e.g. `pools/*.yaml`",
+                MAX_GLOBS + 1
+            )
+        );
+    }
+    // The command line's globs, the same: checked with the options alone too.
+    let many: Vec<String> = (0..=MAX_GLOBS)
+        .map(|i| format!("pools/p{i}*.yaml"))
+        .collect();
+    let cases = [
+        (
+            RenderOptions {
+                include: many.clone(),
+                ..RenderOptions::default()
+            },
+            "--include",
+        ),
+        (
+            RenderOptions {
+                exclude: many.clone(),
+                ..RenderOptions::default()
+            },
+            "--exclude",
+        ),
+    ];
+    for (opts, flag) in cases {
+        let expected = format!(
+            "{flag}: {} globs: at most {MAX_GLOBS} are allowed",
+            MAX_GLOBS + 1
+        );
+        assert!(
+            errors_with(&source(&full()), &opts).starts_with(&expected),
+            "{flag}"
+        );
+        let checked = opts.check().unwrap_err();
+        assert_eq!(checked.len(), 1);
+        assert!(checked[0].to_string().starts_with(&expected), "{flag}");
+    }
+    // Exactly the limit on the command line is fine.
+    let opts = RenderOptions {
+        exclude: many[..MAX_GLOBS].to_vec(),
+        ..RenderOptions::default()
+    };
+    assert!(opts.check().is_ok());
+    assert_eq!(render_repo(&source(&full()), &opts).unwrap().pools.len(), 2);
+}
+
+#[test]
+fn a_glob_longer_than_the_limit_is_an_error() {
+    let at_limit = format!("pools/{}", "a".repeat(MAX_GLOB_BYTES - "pools/".len()));
+    let over = format!("{at_limit}b");
+    let settings = format!(
+        "apiVersion: kubelet-gitops.io/v1alpha1\nkind: RepoSettings\nspec:\n  exclude:\n    \
+         - \"{at_limit}\"\n    - \"{over}\"\n"
+    );
+    let e = errors(&with(
+        &full(),
+        "kubelet-gitops.yaml",
+        Box::leak(settings.into_boxed_str()),
+    ));
+    assert_eq!(
+        e,
+        format!(
+            "kubelet-gitops.yaml:6:7: spec.exclude[1]: a glob of {} bytes: at most \
+             {MAX_GLOB_BYTES} are allowed (a glob takes time to compile that grows with its \
+             length); shorten it with `*` or `**`",
+            MAX_GLOB_BYTES + 1
+        )
+    );
+    let opts = RenderOptions {
+        include: vec![over],
+        ..RenderOptions::default()
+    };
+    let checked = opts.check().unwrap_err();
+    assert!(
+        checked[0].to_string().starts_with(&format!(
+            "--include: a glob of {} bytes",
+            MAX_GLOB_BYTES + 1
+        )),
+        "{checked:?}"
+    );
+    let opts = RenderOptions {
+        include: vec![at_limit],
+        ..RenderOptions::default()
+    };
+    assert!(opts.check().is_ok());
+}
+
+#[test]
+fn errors_are_sorted_by_file_line_column_field_and_message_once_each() {
+    let e =
+        |file: &str, line: Option<usize>, column: Option<usize>, field: &str, m: &str| RepoError {
+            file: file.into(),
+            line,
+            column,
+            field: field.into(),
+            message: m.into(),
+        };
+    let errors = vec![
+        e("pools/b.yaml", Some(3), Some(1), "x", "m"),
+        e("pools/a.yaml", Some(10), Some(2), "y", "m"),
+        e("pools/a.yaml", Some(2), Some(5), "z", "n"),
+        e("--include", None, None, "", "bad"),
+        e("pools/a.yaml", Some(2), Some(5), "z", "m"),
+        e("pools/b.yaml", Some(3), Some(1), "x", "m"),
+        e("pools/a.yaml", None, None, "", "whole file"),
+        e("pools/a.yaml", Some(2), Some(5), "a", "n"),
+        e("base/kubelet.yaml", Some(1), Some(1), "maxPods", "m"),
+    ];
+    // The plain sort of every field, then dedup: what finish_errors must return.
+    let mut expected = errors.clone();
+    expected.sort_by(|a, b| {
+        (
+            &a.file,
+            a.line.unwrap_or(0),
+            a.column.unwrap_or(0),
+            &a.field,
+            &a.message,
+        )
+            .cmp(&(
+                &b.file,
+                b.line.unwrap_or(0),
+                b.column.unwrap_or(0),
+                &b.field,
+                &b.message,
+            ))
+    });
+    expected.dedup();
+    assert_eq!(expected.len(), 8);
+    assert_eq!(finish_errors(errors), expected);
+}
+
 #[test]
 fn symlinks_and_submodules_in_the_tree_are_errors() {
     let mut src = source(&full());

@@ -15,6 +15,7 @@ mod examples_repo;
 mod git;
 mod git_ssh;
 mod json_logs;
+mod many_errors;
 mod plan;
 mod readme;
 mod resume_sim;
