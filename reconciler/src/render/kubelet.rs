@@ -204,6 +204,18 @@ fn locate_problem(
 pub(super) fn render_yaml(config: &KubeletConfiguration) -> Result<String, String> {
     let rendered = serde_saphyr::to_string(config)
         .map_err(|e| format!("cannot write the config as YAML: {e}"))?;
+    // The node agent reads no file larger than a ConfigMap holds; a config that takes more
+    // than that once written out (a long flow list on one line becomes a line per item) is
+    // the repository's to shorten, not an internal error.
+    if rendered.len() > decode::MAX_FILE_BYTES {
+        return Err(format!(
+            "the config of this pool, merged over the base and written out as the ConfigMap \
+             holds it, is {} bytes: more than the {} bytes (1 MiB) a ConfigMap holds; set \
+             fewer or shorter values in the pool or the base",
+            rendered.len(),
+            decode::MAX_FILE_BYTES
+        ));
+    }
     match decode::decode_kubelet_configuration("rendered", rendered.as_bytes()) {
         Ok((back, _)) if back == *config => Ok(rendered),
         Ok(_) => Err(

@@ -1025,3 +1025,22 @@ fn a_source_that_cannot_be_listed_is_one_error() {
     assert_eq!(e.len(), 1);
     assert!(e[0].to_string().starts_with("commit abc: "), "{}", e[0]);
 }
+
+#[test]
+fn a_valid_config_too_large_once_written_out_is_an_error_of_the_pool_not_an_internal_one() {
+    // Under 1 MiB as one flow list on one line; over it as the ConfigMap holds it, an item
+    // per line.
+    let items = vec!["1.1.1.1"; 110_000].join(", ");
+    let pool = format!(
+        "apiVersion: kubelet-gitops.io/v1alpha1\nkind: NodePool\nmetadata:\n  name: dns\n\
+         spec:\n  nodeSelector: {{}}\n  kubelet:\n    clusterDNS: [{items}]\n"
+    );
+    assert!(pool.len() < kubelet_gitops_core::decode::MAX_FILE_BYTES);
+    let got = errors(&source(&[("pools/dns.yaml", &pool)]));
+    assert!(
+        got.starts_with("pools/dns.yaml: spec.kubelet: the config of this pool, merged over the base and written out as the ConfigMap holds it, is ")
+            && got.contains("more than the 1048576 bytes (1 MiB) a ConfigMap holds")
+            && !got.contains("internal error"),
+        "{got}"
+    );
+}
