@@ -127,25 +127,38 @@ pub struct NodeFacts {
 }
 
 /// Why a node would not take a payload, in the kubelet's words: `reason` is
-/// [`reason::LOAD_ERROR`] or [`reason::VALIDATE_ERROR`], `detail` names files, fields and
-/// the kubelet flags involved.
+/// [`reason::LOAD_ERROR`] or [`reason::VALIDATE_ERROR`] (or, on the node,
+/// [`reason::INTERNAL_ERROR`] when the agent cannot tell), `detail` names files, fields
+/// and the kubelet flags involved. The node agent's rejection of a payload is this type.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
+    /// [`reason::LOAD_ERROR`], [`reason::VALIDATE_ERROR`] or [`reason::INTERNAL_ERROR`].
     pub reason: &'static str,
+    /// What exactly, naming files, fields and lines.
     pub detail: String,
 }
 
 impl Refusal {
-    fn load(detail: impl Into<String>) -> Refusal {
+    /// The files do not load (decode, drop-ins, flags).
+    pub fn load(detail: impl Into<String>) -> Refusal {
         Refusal {
             reason: reason::LOAD_ERROR,
             detail: detail.into(),
         }
     }
 
-    fn invalid(detail: impl Into<String>) -> Refusal {
+    /// The config loads but the kubelet's validation refuses it.
+    pub fn invalid(detail: impl Into<String>) -> Refusal {
         Refusal {
             reason: reason::VALIDATE_ERROR,
+            detail: detail.into(),
+        }
+    }
+
+    /// The check itself could not be done (a file or cgroup the node cannot read).
+    pub fn internal(detail: impl Into<String>) -> Refusal {
+        Refusal {
+            reason: reason::INTERNAL_ERROR,
             detail: detail.into(),
         }
     }

@@ -36,7 +36,6 @@
 //! newly named.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -49,7 +48,6 @@ use kubelet_gitops_core::features;
 use kubelet_gitops_core::flags::{FlagOverride, KubeletFlags};
 use kubelet_gitops_core::message::error_chain;
 use kubelet_gitops_core::node_setup::{self, Mode, NodeFacts, NodeFiles, NodeSetup, Refusal};
-use kubelet_gitops_core::protocol::reason;
 use kubelet_gitops_core::quantity::{Format, Quantity};
 use kubelet_gitops_core::types::KubeletConfiguration;
 use tracing::{debug, info, instrument, warn};
@@ -95,52 +93,9 @@ pub struct Validated {
     pub current: Option<KubeletConfiguration>,
 }
 
-/// Why a payload was not applied, in the kubelet's words (`reason`) with the detail.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rejection {
-    /// [`reason::LOAD_ERROR`], [`reason::VALIDATE_ERROR`] or [`reason::INTERNAL_ERROR`].
-    pub reason: &'static str,
-    /// What exactly, naming files, fields and lines.
-    pub detail: String,
-}
-
-impl Rejection {
-    fn load(detail: impl Into<String>) -> Self {
-        Rejection {
-            reason: reason::LOAD_ERROR,
-            detail: detail.into(),
-        }
-    }
-    fn invalid(detail: impl Into<String>) -> Self {
-        Rejection {
-            reason: reason::VALIDATE_ERROR,
-            detail: detail.into(),
-        }
-    }
-    fn internal(detail: impl Into<String>) -> Self {
-        Rejection {
-            reason: reason::INTERNAL_ERROR,
-            detail: detail.into(),
-        }
-    }
-}
-
-impl From<Refusal> for Rejection {
-    fn from(r: Refusal) -> Rejection {
-        Rejection {
-            reason: r.reason,
-            detail: r.detail,
-        }
-    }
-}
-
-impl fmt::Display for Rejection {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.reason, self.detail)
-    }
-}
-
-impl std::error::Error for Rejection {}
+/// Why a payload was not applied, in the kubelet's words (`reason`) with the detail: the
+/// refusal `plan` and `run` predict with the same check.
+pub type Rejection = Refusal;
 
 /// Validates `payload` for the node (see the module documentation). On success the
 /// reserved cgroups the config enforces exist.
@@ -339,7 +294,6 @@ pub fn effective_config(
     let host = HostFiles::read(node, payload.is_none())?;
     let target = node.placement.target().display().to_string();
     node_setup::effective_on_node(payload.map(|p| Source::new(&target, p)), &host.files(node))
-        .map_err(Rejection::from)
 }
 
 /// What the agent reports of the node in [`kubelet_gitops_core::protocol::NODE_SETUP`]:
