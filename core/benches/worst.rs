@@ -15,14 +15,12 @@
 //! validate, locate the errors' lines, free).
 
 use std::fmt::Write as _;
-use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use criterion::{Criterion, Throughput};
 use kubelet_gitops_core::decode::MAX_FILE_BYTES;
 use kubelet_gitops_core::effective::{self, Source};
 use kubelet_gitops_core::message::{Capped, cap_per_file, more_errors};
-use kubelet_gitops_core::validation::{self, HostInfo, ValidationError};
+use kubelet_gitops_core::validation::{self, HostInfo};
 
 // Shared with the reconciler's `render` bench, which uses other parts of it.
 #[path = "support/worst_inputs.rs"]
@@ -45,15 +43,7 @@ fn decide(name: &str, bytes: &[u8]) -> Decided {
         }
     };
     let errors = validation::validate(&eff.config, &HostInfo::default());
-    let line_of = |err: &ValidationError| {
-        eff.file_map
-            .as_ref()
-            .and_then(|m| m.line_of(&err.field))
-            .unwrap_or(1)
-    };
-    let mut located: Vec<(usize, &ValidationError)> =
-        errors.iter().map(|e| (line_of(e), e)).collect();
-    located.sort_by_key(|(line, _)| *line);
+    let located = eff.errors_by_line(&errors);
     let mut output = String::new();
     for item in cap_per_file(&located, |_| name) {
         let _ = match item {
@@ -115,21 +105,5 @@ fn main() {
         |input| decide(input.name, &input.bytes),
         |input| stages_wanted.then(|| stages(input.name, &input.bytes)),
     );
-    if std::env::var_os("WORST_TABLE_ONLY").is_some() {
-        return;
-    }
-    let mut c = Criterion::default()
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2))
-        .configure_from_args();
-    let mut g = c.benchmark_group("decide");
-    for input in &inputs {
-        g.throughput(Throughput::Bytes(input.bytes.len() as u64));
-        g.bench_function(input.name, |b| {
-            b.iter(|| decide(input.name, black_box(&input.bytes)))
-        });
-    }
-    g.finish();
-    c.final_summary();
+    worst_inputs::criterion("decide", &inputs, |input| decide(input.name, &input.bytes));
 }

@@ -59,6 +59,24 @@ impl Effective {
             })
             .map(|(flag, _)| flag.as_str())
     }
+
+    /// `errors` with the line of the config file each is about (its field's, or its nearest
+    /// ancestor's; else 1), sorted by line. Each error is located once, and the sort is
+    /// stable: the kubelet's order within a line is kept. What `validate` prints, in order.
+    pub fn errors_by_line<'e>(
+        &self,
+        errors: &'e [crate::validation::ValidationError],
+    ) -> Vec<(usize, &'e crate::validation::ValidationError)> {
+        let line_of = |field: &str| {
+            self.file_map
+                .as_ref()
+                .and_then(|m| m.line_of(field))
+                .unwrap_or(1)
+        };
+        let mut located: Vec<_> = errors.iter().map(|e| (line_of(&e.field), e)).collect();
+        located.sort_by_key(|(line, _)| *line);
+        located
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

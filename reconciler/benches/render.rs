@@ -28,10 +28,7 @@
 mod worst_inputs;
 
 use std::collections::HashMap;
-use std::hint::black_box;
-use std::time::Duration;
 
-use criterion::{Criterion, Throughput};
 use kubelet_gitops_core::decode::MAX_FILE_BYTES;
 use kubelet_gitops_core::message::cap_per_file;
 use reconciler::render::{MAX_GLOB_BYTES, MAX_GLOBS, RenderOptions, render_repo};
@@ -162,19 +159,5 @@ fn main() {
         )
     };
     table(&inputs, run, |_| None);
-    if std::env::var_os("WORST_TABLE_ONLY").is_some() {
-        return;
-    }
-    let mut c = Criterion::default()
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2))
-        .configure_from_args();
-    let mut g = c.benchmark_group("render");
-    for input in &inputs {
-        g.throughput(Throughput::Bytes(input.bytes.len() as u64));
-        g.bench_function(input.name, |b| b.iter(|| run(black_box(input))));
-    }
-    g.finish();
-    c.final_summary();
+    worst_inputs::criterion("render", &inputs, run);
 }

@@ -424,3 +424,23 @@ pub fn table(
         ms(worst_cpu)
     );
 }
+
+/// Criterion over `inputs` in the group `group`, `run` deciding one input, unless
+/// `WORST_TABLE_ONLY` asks for the table alone.
+pub fn criterion(group: &str, inputs: &[Input], run: impl Fn(&Input) -> Decided) {
+    if std::env::var_os("WORST_TABLE_ONLY").is_some() {
+        return;
+    }
+    let mut c = criterion::Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .configure_from_args();
+    let mut g = c.benchmark_group(group);
+    for input in inputs {
+        g.throughput(criterion::Throughput::Bytes(input.bytes.len() as u64));
+        g.bench_function(input.name, |b| b.iter(|| run(black_box(input))));
+    }
+    g.finish();
+    c.final_summary();
+}

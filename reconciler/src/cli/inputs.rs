@@ -177,16 +177,7 @@ fn read_drop_ins(dir: &Path) -> Result<Vec<(String, Vec<u8>)>, Failure> {
 /// and then how many more there are; the line is the
 /// field's (or its nearest ancestor's) in the config file, else the first line.
 pub(super) fn print_validation_errors(file: &str, eff: &Effective, errors: &[ValidationError]) {
-    let line_of = |err: &ValidationError| {
-        eff.file_map
-            .as_ref()
-            .and_then(|m| m.line_of(&err.field))
-            .unwrap_or(1)
-    };
-    // Each error located once, then sorted (stable: the kubelet's order within a line).
-    let mut located: Vec<(usize, &ValidationError)> =
-        errors.iter().map(|e| (line_of(e), e)).collect();
-    located.sort_by_key(|(line, _)| *line);
+    let located = eff.errors_by_line(errors);
     for item in cap_per_file(&located, |_| file) {
         let &(line, err) = match item {
             Capped::Shown(shown) => shown,
