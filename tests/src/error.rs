@@ -12,6 +12,11 @@ pub enum E2eError {
         "{missing:?} not found in {dir} (run `cargo build --workspace` first, or run the suite with `cargo test --workspace`)"
     )]
     MissingBinaries { dir: PathBuf, missing: Vec<String> },
+    /// The Kubernetes binaries the real cluster runs are not built.
+    #[error(
+        "{missing:?} not found in {dir} (run `upstream/build.sh` first: it builds them from Kubernetes' Go modules)"
+    )]
+    MissingUpstream { dir: PathBuf, missing: Vec<String> },
     /// A condition did not hold before the deadline.
     #[error("{what}: not reached within {waited:?}\n{state}")]
     Timeout {
