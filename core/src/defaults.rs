@@ -33,9 +33,6 @@
 //! default: `userNamespaces.idsPerPod` (65536, applied by the kubelet at runtime),
 //! `singleProcessOOMKill` (decided from the host's cgroup version at runtime),
 //! `imageMaximumGCAge` and `shutdownGracePeriod*` (zero).
-//!
-//! `draManagerReconcilePeriod` is defaulted to 60s although no stored defaults.go has it:
-//! types.go documents that default and validation.go rejects zero at the same commit.
 
 use std::collections::BTreeMap;
 
@@ -200,13 +197,6 @@ fn set_kubelet_configuration_defaults(obj: &mut KubeletConfiguration) {
     duration(
         &mut obj.cpu_manager_reconcile_period,
         Duration::from_secs(10),
-    );
-    // types.go @001332b0 documents "Default: 60s" and validation.go at the same commit
-    // rejects a value <= 0, so the v1.36 kubelet defaults it (the stored defaults.go is
-    // older than the field).
-    duration(
-        &mut obj.dra_manager_reconcile_period,
-        Duration::from_secs(60),
     );
     string(&mut obj.memory_manager_policy, "None");
     string(&mut obj.topology_manager_policy, "none");

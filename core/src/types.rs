@@ -405,13 +405,6 @@ pub struct KubeletConfiguration {
         skip_serializing_if = "Option::is_none"
     )]
     pub cpu_manager_reconcile_period: Option<Duration>,
-    /// Reconciliation period of the DRA manager.
-    #[serde(
-        rename = "draManagerReconcilePeriod",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub dra_manager_reconcile_period: Option<Duration>,
     /// Memory manager policy: None or Static. Default: "None".
     #[serde(
         rename = "memoryManagerPolicy",

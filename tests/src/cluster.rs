@@ -12,12 +12,14 @@ use kubelet_gitops_core::protocol;
 use kubelet_gitops_sim::kubelet::HttpTarget;
 use serde_json::{Value, json};
 
-use crate::{E2eError, NAMESPACE, NodeView, Recorder};
+use crate::{Backend, E2eError, NAMESPACE, NodeView, Recorder};
 
-/// A stand-in kubelet: where it serves and where its node's files are.
+/// A node's kubelet (a stand-in on the sim, a real one on the real cluster): where it
+/// serves and where its node's files are.
 #[derive(Debug, Clone)]
 pub struct KubeletInfo {
-    /// `http://127.0.0.1:<port>` (`/healthz`, `/configz`).
+    /// Its API: `http://127.0.0.1:<port>` (a stand-in: `/healthz`, `/configz`), or
+    /// `https://127.0.0.1:<port>` (a real kubelet, with webhook authentication).
     pub url: String,
     /// The node's root directory.
     pub root: PathBuf,
@@ -25,11 +27,30 @@ pub struct KubeletInfo {
     pub restart: Vec<String>,
     /// The node's own config file, as it was before any agent ran.
     pub local_config: String,
+    /// How the test (as admin) reaches a real kubelet's API over TLS.
+    pub(crate) tls: Option<ClientTls>,
+    /// The agent's kubeconfig.
+    pub(crate) agent_kubeconfig: PathBuf,
+    /// The agent's arguments that depend on the backend (paths, endpoints, credentials).
+    pub(crate) agent_args: Vec<String>,
+}
+
+/// A client certificate and the CA to trust, for a real kubelet's API.
+#[derive(Debug, Clone)]
+pub(crate) struct ClientTls {
+    pub ca: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 impl KubeletInfo {
     /// The agent's checkpoint directory, as a path on the node (the agent's default).
     pub const CHECKPOINT_DIR: &str = "/var/lib/kubelet-gitops";
+
+    /// The agent's checkpoint directory, as a path on this machine.
+    pub fn checkpoint_dir(&self) -> PathBuf {
+        self.root.join(&Self::CHECKPOINT_DIR[1..])
+    }
 
     /// The kubelet's `--config` file, as a path on this machine.
     pub fn config_file(&self) -> PathBuf {
@@ -39,11 +60,6 @@ impl KubeletInfo {
     /// The config file's content now.
     pub fn config(&self) -> Result<String, E2eError> {
         read_config(&self.root)
-    }
-
-    /// The node's cgroup tree.
-    pub fn cgroup_root(&self) -> PathBuf {
-        self.root.join("sys/fs/cgroup")
     }
 }
 
@@ -65,12 +81,17 @@ impl Converged {
 
 /// What the scenario reads from the cluster and the processes (no process control).
 pub struct Cluster {
-    /// A client of the sim's API server.
+    /// Which cluster this is.
+    pub backend: Backend,
+    /// A client of the API server, as the person at the keyboard (the sim's kubeconfig;
+    /// the real cluster's admin). The product never runs with it on the real cluster.
     pub client: Client,
-    /// The sim's kubeconfig.
+    /// That client's kubeconfig.
     pub kubeconfig: PathBuf,
-    /// The sim's URL.
-    pub sim_url: String,
+    /// The API server's URL.
+    pub server: String,
+    /// The scenario's directory.
+    pub(crate) dir: PathBuf,
     pub(crate) kubelets: BTreeMap<String, KubeletInfo>,
     pub(crate) admin: HttpTarget,
     pub(crate) recorder: Recorder,
@@ -147,18 +168,25 @@ impl Cluster {
     pub async fn configz(&self, node: &str) -> Result<Value, E2eError> {
         let k = self.kubelet(node)?;
         let what = format!("configz of {node}");
-        let target = HttpTarget::parse(&k.url).map_err(|e| E2eError::Http {
-            what: what.clone(),
-            message: e.to_string(),
-        })?;
-        let (code, body) = target
-            .request("GET", "/configz", None, None)
-            .await
-            .map_err(|e| http_error(&what, e))?;
+        let (code, body) = match &k.tls {
+            None => {
+                let target = HttpTarget::parse(&k.url).map_err(|e| E2eError::Http {
+                    what: what.clone(),
+                    message: e.to_string(),
+                })?;
+                target
+                    .request("GET", "/configz", None, None)
+                    .await
+                    .map_err(|e| http_error(&what, e))?
+            }
+            Some(tls) => https_get(&format!("{}/configz", k.url), tls)
+                .await
+                .map_err(|e| http_error(&what, e))?,
+        };
         if code != 200 {
             return Err(E2eError::Http {
                 what,
-                message: format!("status {code}"),
+                message: format!("status {code}: {}", String::from_utf8_lossy(&body)),
             });
         }
         let v: Value = serde_json::from_slice(&body).map_err(|e| E2eError::Unexpected {
@@ -201,13 +229,36 @@ impl Cluster {
         Ok(())
     }
 
-    /// Puts a file where the node's `/blocked` cgroup (with the systemd driver, the slice
-    /// `blocked.slice`) would go, so a kubelet with `cgroupRoot: /blocked` cannot create
-    /// its pods cgroup and exits at start, although the config validates.
-    pub fn block_cgroup_root(&self, node: &str) -> Result<(), E2eError> {
-        let path = self.kubelet(node)?.cgroup_root().join("blocked.slice");
-        std::fs::write(&path, b"not a cgroup\n")
-            .map_err(E2eError::io(format!("writing {}", path.display())))
+    /// Makes the pod logs directory `podLogsDir` names impossible to create (a file is
+    /// in its place) on every node, and returns that path: a config naming it validates
+    /// (the agent's pre-flight included) but a kubelet exits at start with it, a real
+    /// v1.36 kubelet as the sim's stand-in: `Failed to initialize internal modules: error
+    /// creating pod logs root directory "...": mkdir ...: not a directory`.
+    pub fn block_pod_logs_dir(&self) -> Result<String, E2eError> {
+        let write = |path: &Path| {
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)
+                    .map_err(E2eError::io(format!("creating {}", parent.display())))?;
+            }
+            std::fs::write(path, b"not a directory\n")
+                .map_err(E2eError::io(format!("writing {}", path.display())))
+        };
+        match self.backend {
+            // A path on the node: under each node's root.
+            Backend::Sim => {
+                const BLOCKED: &str = "/var/log/kubelet-gitops-blocked";
+                for k in self.kubelets.values() {
+                    write(&k.root.join(&BLOCKED[1..]))?;
+                }
+                Ok(BLOCKED.to_string())
+            }
+            // Real kubelets run on this machine: one file in the scenario's directory.
+            Backend::Real => {
+                let path = self.dir.join("kubelet-gitops-blocked");
+                write(&path)?;
+                Ok(path.display().to_string())
+            }
+        }
     }
 }
 
@@ -243,6 +294,26 @@ pub(crate) fn current_pools(readyz: &Value, targets: &BTreeMap<String, String>) 
         .unwrap_or_default()
 }
 
+/// `GET url` over TLS with a client certificate (a real kubelet's API, as admin).
+async fn https_get(url: &str, tls: &ClientTls) -> Result<(u16, Vec<u8>), String> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let ca = std::fs::read(&tls.ca).map_err(|e| format!("{}: {e}", tls.ca.display()))?;
+    let mut identity =
+        std::fs::read(&tls.cert).map_err(|e| format!("{}: {e}", tls.cert.display()))?;
+    identity.extend(std::fs::read(&tls.key).map_err(|e| format!("{}: {e}", tls.key.display()))?);
+    let client = reqwest::Client::builder()
+        .tls_certs_only(reqwest::Certificate::from_pem_bundle(&ca).map_err(|e| e.to_string())?)
+        .identity(reqwest::Identity::from_pem(&identity).map_err(|e| e.to_string())?)
+        .timeout(std::time::Duration::from_secs(10))
+        .no_proxy()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let resp = client.get(url).send().await.map_err(|e| e.to_string())?;
+    let code = resp.status().as_u16();
+    let body = resp.bytes().await.map_err(|e| e.to_string())?;
+    Ok((code, body.to_vec()))
+}
+
 fn http_error(what: &str, e: impl std::fmt::Display) -> E2eError {
     E2eError::Http {
         what: what.to_string(),
@@ -256,7 +327,7 @@ pub(crate) fn read_config(root: &Path) -> Result<String, E2eError> {
     std::fs::read_to_string(&path).map_err(E2eError::io(format!("reading {}", path.display())))
 }
 
-/// A kube client for the sim's kubeconfig.
+/// A kube client for `kubeconfig`.
 pub(crate) async fn client(kubeconfig: &Path) -> Result<Client, E2eError> {
     let kc = kube::config::Kubeconfig::read_from(kubeconfig).map_err(|e| E2eError::Unexpected {
         what: format!("reading {}", kubeconfig.display()),

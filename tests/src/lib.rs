@@ -98,16 +98,59 @@ impl NodeSpec {
     }
 }
 
+/// Which cluster a scenario runs on. Every scenario runs on both, from the same code
+/// ([`both_backends!`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// The simulated API server and its stand-in kubelets (`kubelet-gitops-sim serve`).
+    Sim,
+    /// Kubernetes v1.36 on loopback: etcd, kube-apiserver, controller-manager, scheduler
+    /// and a real kubelet per node ([`real::RealCluster`]), built by `upstream/build.sh`.
+    Real,
+}
+
+impl Backend {
+    /// `sim` or `real`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Sim => "sim",
+            Backend::Real => "real",
+        }
+    }
+}
+
+/// Defines, for the scenario `async fn NAME(backend: Backend) -> Result<(), E2eError>`,
+/// the module `NAME` with two tests, `NAME::sim` and `NAME::real`.
+#[macro_export]
+macro_rules! both_backends {
+    ($scenario:ident) => {
+        mod $scenario {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sim() -> Result<(), $crate::E2eError> {
+                super::$scenario($crate::Backend::Sim).await
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn real() -> Result<(), $crate::E2eError> {
+                super::$scenario($crate::Backend::Real).await
+            }
+        }
+    };
+}
+
 /// How a scenario's cluster and repository start.
 #[derive(Debug, Clone)]
 pub struct Options {
+    /// The cluster.
+    pub backend: Backend,
     /// The inventory.
     pub nodes: Vec<NodeSpec>,
     /// The pools of the first commit.
     pub pools: Vec<Pool>,
     /// The repository's rollout settings.
     pub rollout: Rollout,
-    /// The stand-in kubelets' pause between stop and start on a restart.
+    /// The stand-in kubelets' pause between stop and start on a restart (the sim only: a
+    /// real kubelet takes what it takes).
     pub kubelet_start_delay: Duration,
     /// A pause the agents' restart command takes before restarting the kubelet (a slow
     /// `systemctl restart`), to widen the Applying window.
@@ -117,6 +160,16 @@ pub struct Options {
     /// kubelet is still starting: with a long `kubelet_start_delay`, a wide Verifying
     /// window.
     pub restart_detached: bool,
+}
+
+impl Options {
+    /// The default options on `backend`.
+    pub fn on(backend: Backend) -> Options {
+        Options {
+            backend,
+            ..Options::default()
+        }
+    }
 }
 
 impl Default for Options {
@@ -130,6 +183,7 @@ impl Default for Options {
         nodes.extend((1..=2).map(|i| NodeSpec::new(&format!("gpu-{i}"), "gpu")));
         nodes.extend((1..=2).map(|i| NodeSpec::new(&format!("infra-{i}"), "infra")));
         Options {
+            backend: Backend::Sim,
             nodes,
             pools: vec![
                 Pool::new("general", 0, 11),

@@ -15,17 +15,27 @@ use kubelet_gitops_sim::kubelet::{HttpTarget, KubeletPaths};
 use serde_json::Value;
 
 use crate::cluster::{
-    Cluster, Converged, KubeletInfo, applied_targets, client, current_pools, read_config,
+    ClientTls, Cluster, Converged, KubeletInfo, applied_targets, client, current_pools, read_config,
 };
 use crate::process::{self, Binaries, Proc};
+use crate::real::{self, NodePaths, NodeSetup, RealCluster, UpstreamBinaries};
 use crate::{
-    ConfigFileWatch, E2eError, GitRemote, KEEP_ENV, NAMESPACE, NodeSpec, NodeView, Options,
-    PATIENCE, Pool, REQUIRE_ENV, Recorder, TAIL_LINES, repo, summary,
+    Backend, CANARY_LABEL, ConfigFileWatch, E2eError, GitRemote, KEEP_ENV, NAMESPACE, NodeSpec,
+    NodeView, Options, PATIENCE, POOL_LABEL, Pool, REQUIRE_ENV, Recorder, TAIL_LINES, repo,
+    summary,
 };
+
+/// The cluster's own processes.
+enum ClusterProcs {
+    /// `kubelet-gitops-sim serve`.
+    Sim(Proc),
+    /// The real control plane and kubelets.
+    Real(Box<RealCluster>),
+}
 
 /// The processes of a scenario.
 struct Procs {
-    sim: Proc,
+    cluster: ClusterProcs,
     git: GitRemote,
     reconciler: Proc,
     agents: BTreeMap<String, Proc>,
@@ -35,7 +45,10 @@ struct Procs {
 impl Procs {
     /// An error naming the first process that exited on its own.
     fn check(&mut self) -> Result<(), E2eError> {
-        self.sim.check_running()?;
+        match &mut self.cluster {
+            ClusterProcs::Sim(sim) => sim.check_running()?,
+            ClusterProcs::Real(real) => real.check()?,
+        }
         self.git.daemon().check_running()?;
         self.reconciler.check_running()?;
         for p in self.agents.values_mut().chain(self.kubelets.values_mut()) {
@@ -50,7 +63,10 @@ impl Procs {
         for p in self.agents.values_mut().chain(self.kubelets.values_mut()) {
             p.kill().await?;
         }
-        self.sim.kill().await?;
+        match &mut self.cluster {
+            ClusterProcs::Sim(sim) => sim.kill().await?,
+            ClusterProcs::Real(real) => real.stop().await?,
+        }
         self.git.daemon().kill().await
     }
 }
@@ -96,7 +112,12 @@ impl E2e {
     /// sim, an agent per node, and the reconciler. `Ok(None)` when the binaries are not
     /// built (the reason is printed).
     pub async fn start(scenario: &str, options: Options) -> Result<Option<E2e>, E2eError> {
-        let bins = match Binaries::locate() {
+        let scenario = format!("{scenario} ({})", options.backend.name());
+        let located = Binaries::locate().and_then(|b| match options.backend {
+            Backend::Sim => Ok((b, None)),
+            Backend::Real => UpstreamBinaries::locate().map(|u| (b, Some(u))),
+        });
+        let (bins, upstream) = match located {
             Ok(b) => b,
             Err(e) if !env_flag(REQUIRE_ENV) => {
                 eprintln!("e2e {scenario}: SKIPPED: {e}");
@@ -106,11 +127,15 @@ impl E2e {
         };
         let started = Instant::now();
         let dir = tempfile::Builder::new()
-            .prefix(&format!("kubelet-gitops-e2e-{scenario}-"))
+            .prefix(&format!(
+                "kubelet-gitops-e2e-{}-",
+                scenario.replace(" (", "-").replace(')', "")
+            ))
             .tempdir()
             .map_err(E2eError::io("creating the scenario directory"))?;
         let path = dir.path().to_path_buf();
-        let (cluster, procs, reconciler_port) = match launch(&path, &bins, &options).await {
+        let (cluster, procs, reconciler_port) = match launch(&path, &bins, upstream, &options).await
+        {
             Ok(launched) => launched,
             Err(e) => {
                 // The processes started so far are killed as they drop; keep their logs.
@@ -125,7 +150,7 @@ impl E2e {
             }
         };
         let mut e2e = E2e {
-            scenario: scenario.to_string(),
+            scenario,
             started,
             dir: Some(dir),
             path,
@@ -358,8 +383,24 @@ impl E2e {
     /// pool label `pool` (as a new machine's kubelet does), and its agent starts once the
     /// Node is there.
     pub async fn add_node(&mut self, name: &str, pool: &str) -> Result<(), E2eError> {
-        let inventory = self.path.join(format!("inventory-{name}.yaml"));
         let spec = NodeSpec::new(name, pool);
+        let info = match &mut self.procs.cluster {
+            ClusterProcs::Real(real) => {
+                real.add_node(&node_setup(&spec, real.dir())).await?;
+                real.wait_ready(&[name.to_string()]).await?;
+                real_kubelet_info(real, name, &self.path).await?
+            }
+            ClusterProcs::Sim(_) => self.add_sim_node(&spec).await?,
+        };
+        self.cluster.kubelets.insert(name.to_string(), info);
+        self.spawn_agent(name)?;
+        Ok(())
+    }
+
+    /// A stand-in kubelet process for `spec` (the sim cannot add one to `serve`).
+    async fn add_sim_node(&mut self, spec: &NodeSpec) -> Result<KubeletInfo, E2eError> {
+        let name = spec.name.as_str();
+        let inventory = self.path.join(format!("inventory-{name}.yaml"));
         std::fs::write(&inventory, format!("nodes:\n{}", spec.inventory_entry()))
             .map_err(E2eError::io("writing the joining node's inventory"))?;
         let root = self.path.join("joined").join(name);
@@ -408,18 +449,12 @@ impl E2e {
                 .map(|_| ())
         })
         .await?;
-        let local_config = read_config(&root)?;
-        self.cluster.kubelets.insert(
-            name.to_string(),
-            KubeletInfo {
-                url: format!("http://127.0.0.1:{port}"),
-                root,
-                restart,
-                local_config,
-            },
-        );
-        self.spawn_agent(name)?;
-        Ok(())
+        Ok(sim_kubelet_info(
+            format!("http://127.0.0.1:{port}"),
+            root,
+            restart,
+            self.cluster.kubeconfig.clone(),
+        )?)
     }
 
     /// Starts watching every kubelet config file (see [`ConfigFileWatch`]).
@@ -485,27 +520,20 @@ impl E2e {
             .map(|w| shell_quote(w))
             .collect::<Vec<_>>()
             .join(" ");
-        let args = vec![
+        let mut args = vec![
             format!("--node-name={node}"),
-            format!("--kubeconfig={}", self.cluster.kubeconfig.display()),
-            format!("--checkpoint-dir={}", KubeletInfo::CHECKPOINT_DIR),
+            format!("--kubeconfig={}", k.agent_kubeconfig.display()),
             "--mode=replace".into(),
-            format!("--kubelet-config={}", KubeletPaths::CONFIG),
             "--flags-from=files".into(),
-            format!("--flags-file={}", KubeletPaths::FLAGS_ENV),
             "--restart-method=command".into(),
             format!("--restart-command={restart}"),
-            format!("--healthz-url={}/healthz", k.url),
-            format!("--configz-url={}/configz", k.url),
-            format!("--host-root={}", k.root.display()),
-            format!("--cgroup-root={}", KubeletPaths::CGROUP_ROOT),
-            "--cgroup-driver=systemd".into(),
             "--health-timeout=5s".into(),
             "--lkg-grace=2s".into(),
             "--resync-interval=1s".into(),
             "--admin-addr=127.0.0.1:0".into(),
             "--log=info".into(),
         ];
+        args.extend(k.agent_args.iter().cloned());
         let proc = Proc::spawn(
             format!("agent-{node}"),
             &self.bins.agent,
@@ -566,26 +594,92 @@ impl Drop for E2e {
     }
 }
 
-/// Starts the repository, the sim and the reconciler for a scenario in `path` (the
+/// What a backend's launch hands the scenario.
+struct Launched {
+    cluster: ClusterProcs,
+    /// The observer's kubeconfig (the sim's; the real cluster's admin).
+    kubeconfig: PathBuf,
+    /// The reconciler's kubeconfig (the sim's; a token of deploy/'s ServiceAccount).
+    reconciler_kubeconfig: PathBuf,
+    server: String,
+    kubelets: BTreeMap<String, KubeletInfo>,
+}
+
+/// Starts the repository, the cluster and the reconciler for a scenario in `path` (the
 /// agents come next, once the harness owns the processes).
 async fn launch(
     path: &Path,
     bins: &Binaries,
+    upstream: Option<UpstreamBinaries>,
     options: &Options,
 ) -> Result<(Cluster, Procs, u16), E2eError> {
     let logs = path.join("logs");
     std::fs::create_dir_all(&logs).map_err(E2eError::io("creating the log directory"))?;
 
+    // The cluster first: the real cluster's base config names paths in its directory.
+    let launched = match upstream {
+        None => launch_sim(path, &logs, bins, options).await?,
+        Some(upstream) => launch_real(path, &logs, upstream, options).await?,
+    };
+    let base = match options.backend {
+        Backend::Sim => repo::BASE.to_string(),
+        Backend::Real => real::kubelet_base(&path.join("real")),
+    };
+
     // The config repository, with its first commit, served by git daemon.
     let git = GitRemote::start(path, logs.join("git-daemon.log")).await?;
     git.write("kubelet-gitops.yaml", &repo::settings(&options.rollout))?;
-    git.write("base/kubelet.yaml", repo::BASE)?;
+    git.write("base/kubelet.yaml", &base)?;
     for p in &options.pools {
         git.write(&p.path(), &p.yaml())?;
     }
     git.commit_and_push("initial kubelet configuration").await?;
 
-    // The sim and its stand-in kubelets.
+    let client = client(&launched.kubeconfig).await?;
+    let recorder = Recorder::start(client.clone()).await?;
+
+    let reconciler_port = process::free_port()?;
+    let admin = HttpTarget::parse(&format!("http://127.0.0.1:{reconciler_port}")).map_err(|e| {
+        E2eError::Unexpected {
+            what: "the reconciler's admin URL".into(),
+            message: e.to_string(),
+        }
+    })?;
+    let reconciler = Proc::spawn(
+        "reconciler",
+        &bins.reconciler,
+        reconciler_args(path, &git, &launched.reconciler_kubeconfig, reconciler_port),
+        logs.join("reconciler.log"),
+    )?;
+    Ok((
+        Cluster {
+            backend: options.backend,
+            client,
+            kubeconfig: launched.kubeconfig,
+            server: launched.server,
+            dir: path.to_path_buf(),
+            kubelets: launched.kubelets,
+            admin,
+            recorder,
+        },
+        Procs {
+            cluster: launched.cluster,
+            git,
+            reconciler,
+            agents: BTreeMap::new(),
+            kubelets: BTreeMap::new(),
+        },
+        reconciler_port,
+    ))
+}
+
+/// The sim, with a stand-in kubelet per inventory node, and the namespace.
+async fn launch_sim(
+    path: &Path,
+    logs: &Path,
+    bins: &Binaries,
+    options: &Options,
+) -> Result<Launched, E2eError> {
     let inventory = path.join("inventory.yaml");
     let mut text = String::from("nodes:\n");
     for n in &options.nodes {
@@ -631,19 +725,11 @@ async fn launch(
                 &name,
             ],
         );
-        let local_config = read_config(&root)?;
         kubelets.insert(
             name,
-            KubeletInfo {
-                url,
-                root,
-                restart,
-                local_config,
-            },
+            sim_kubelet_info(url, root, restart, kubeconfig.clone())?,
         );
     }
-
-    let client = client(&kubeconfig).await?;
     let ns = Namespace {
         metadata: ObjectMeta {
             name: Some(NAMESPACE.into()),
@@ -651,43 +737,156 @@ async fn launch(
         },
         ..Namespace::default()
     };
-    Api::<Namespace>::all(client.clone())
+    Api::<Namespace>::all(client(&kubeconfig).await?)
         .create(&PostParams::default(), &ns)
         .await
         .map_err(E2eError::kube(format!("creating namespace {NAMESPACE}")))?;
-    let recorder = Recorder::start(client.clone()).await?;
+    Ok(Launched {
+        cluster: ClusterProcs::Sim(sim),
+        reconciler_kubeconfig: kubeconfig.clone(),
+        kubeconfig,
+        server: sim_url,
+        kubelets,
+    })
+}
 
-    let reconciler_port = process::free_port()?;
-    let admin = HttpTarget::parse(&format!("http://127.0.0.1:{reconciler_port}")).map_err(|e| {
-        E2eError::Unexpected {
-            what: "the reconciler's admin URL".into(),
-            message: e.to_string(),
-        }
-    })?;
-    let reconciler = Proc::spawn(
-        "reconciler",
-        &bins.reconciler,
-        reconciler_args(path, &git, &kubeconfig, reconciler_port),
-        logs.join("reconciler.log"),
-    )?;
-    Ok((
-        Cluster {
-            client,
-            kubeconfig,
-            sim_url,
-            kubelets,
-            admin,
-            recorder,
-        },
-        Procs {
-            sim,
-            git,
-            reconciler,
-            agents: BTreeMap::new(),
-            kubelets: BTreeMap::new(),
-        },
-        reconciler_port,
-    ))
+/// A stand-in kubelet's info: its node's root is the agent's `--host-root`, every path a
+/// path on the node.
+fn sim_kubelet_info(
+    url: String,
+    root: PathBuf,
+    restart: Vec<String>,
+    kubeconfig: PathBuf,
+) -> Result<KubeletInfo, E2eError> {
+    let local_config = read_config(&root)?;
+    let agent_args = vec![
+        format!("--host-root={}", root.display()),
+        format!("--checkpoint-dir={}", KubeletInfo::CHECKPOINT_DIR),
+        format!("--kubelet-config={}", KubeletPaths::CONFIG),
+        format!("--flags-file={}", KubeletPaths::FLAGS_ENV),
+        format!("--healthz-url={url}/healthz"),
+        format!("--configz-url={url}/configz"),
+        format!("--cgroup-root={}", KubeletPaths::CGROUP_ROOT),
+        "--cgroup-driver=systemd".into(),
+    ];
+    Ok(KubeletInfo {
+        url,
+        root,
+        restart,
+        local_config,
+        tls: None,
+        agent_kubeconfig: kubeconfig,
+        agent_args,
+    })
+}
+
+/// The node set-up a real kubelet starts from for `spec`: its labels and kubeadm's
+/// config file (the cluster's base).
+fn node_setup(spec: &NodeSpec, cluster_dir: &Path) -> NodeSetup {
+    let mut labels = Vec::new();
+    if let Some(p) = &spec.pool {
+        labels.push((POOL_LABEL.to_string(), p.clone()));
+    }
+    if spec.canary {
+        labels.push((CANARY_LABEL.to_string(), "true".to_string()));
+    }
+    NodeSetup {
+        name: spec.name.clone(),
+        labels,
+        config: real::kubelet_base(cluster_dir),
+    }
+}
+
+/// The real cluster: control plane, a kubelet per inventory node, deploy/'s RBAC and
+/// admission policy, and the product's identities: the reconciler's ServiceAccount token,
+/// each agent's bound to its Node.
+async fn launch_real(
+    path: &Path,
+    logs: &Path,
+    upstream: UpstreamBinaries,
+    options: &Options,
+) -> Result<Launched, E2eError> {
+    let dir = path.join("real");
+    let setups: Vec<NodeSetup> = options.nodes.iter().map(|n| node_setup(n, &dir)).collect();
+    let cluster = RealCluster::start(&dir, logs, upstream, &setups, true).await?;
+    cluster.apply_deploy_base().await?;
+    let reconciler_kubeconfig = path.join("reconciler.kubeconfig");
+    cluster
+        .service_account_kubeconfig(
+            &reconciler_kubeconfig,
+            NAMESPACE,
+            "kubelet-gitops-reconciler",
+            None,
+        )
+        .await?;
+    let mut kubelets = BTreeMap::new();
+    for n in &options.nodes {
+        kubelets.insert(
+            n.name.clone(),
+            real_kubelet_info(&cluster, &n.name, path).await?,
+        );
+    }
+    Ok(Launched {
+        kubeconfig: cluster.admin_kubeconfig().to_path_buf(),
+        reconciler_kubeconfig,
+        server: cluster.server().to_string(),
+        kubelets,
+        cluster: ClusterProcs::Real(Box::new(cluster)),
+    })
+}
+
+/// A real kubelet's info. Its agent runs on this machine as on the node itself
+/// (`--host-root=/`, every path a real path), with a token of deploy/'s agent
+/// ServiceAccount bound to its Node, for the API server and for the kubelet's `/configz`.
+async fn real_kubelet_info(
+    cluster: &RealCluster,
+    name: &str,
+    path: &Path,
+) -> Result<KubeletInfo, E2eError> {
+    let node = cluster.node(name)?;
+    let agent_kubeconfig = path.join(format!("agent-{name}.kubeconfig"));
+    let token = cluster
+        .service_account_kubeconfig(
+            &agent_kubeconfig,
+            NAMESPACE,
+            "kubelet-gitops-agent",
+            Some(name),
+        )
+        .await?;
+    let token_file = path.join(format!("agent-{name}.token"));
+    std::fs::write(&token_file, &token).map_err(E2eError::io("writing the agent's token"))?;
+    let root = node.root.clone();
+    let on_node = |p: &str| root.join(&p[1..]).display().to_string();
+    let url = format!("https://127.0.0.1:{}", node.port);
+    let agent_args = vec![
+        "--host-root=/".into(),
+        format!("--checkpoint-dir={}", on_node(KubeletInfo::CHECKPOINT_DIR)),
+        format!("--kubelet-config={}", on_node(NodePaths::CONFIG)),
+        format!("--flags-file={}", on_node(NodePaths::FLAGS_ENV)),
+        format!(
+            "--healthz-url=http://127.0.0.1:{}/healthz",
+            node.healthz_port
+        ),
+        format!("--configz-url={url}/configz"),
+        format!("--kubelet-token-file={}", token_file.display()),
+        format!("--kubelet-ca-file={}", cluster.ca().display()),
+        "--cgroup-root=/sys/fs/cgroup".into(),
+        "--cgroup-driver=cgroupfs".into(),
+    ];
+    let admin = cluster.admin_cert();
+    Ok(KubeletInfo {
+        url,
+        local_config: read_config(&root)?,
+        restart: node.restart_command(),
+        root,
+        tls: Some(ClientTls {
+            ca: cluster.ca().to_path_buf(),
+            cert: admin.cert.clone(),
+            key: admin.key.clone(),
+        }),
+        agent_kubeconfig,
+        agent_args,
+    })
 }
 
 /// Prints the last lines of every log in `logs`.

@@ -116,7 +116,6 @@ fn empty_config_expectation() -> Value {
             "cgroupDriver": "cgroupfs",
             "cpuManagerPolicy": "none",
             "cpuManagerReconcilePeriod": "10s",
-            "draManagerReconcilePeriod": "1m0s",
             "memoryManagerPolicy": "None",
             "topologyManagerPolicy": "none",
             "topologyManagerScope": "container",
@@ -410,7 +409,6 @@ fn zero_values_follow_go_semantics() {
             "cgroupDriver": "cgroupfs",
             "cpuManagerPolicy": "none",
             "cpuManagerReconcilePeriod": "10s",
-            "draManagerReconcilePeriod": "1m0s",
             "memoryManagerPolicy": "None",
             "topologyManagerPolicy": "none",
             "topologyManagerScope": "container",
@@ -505,7 +503,6 @@ fn fully_set_config_is_unchanged() {
             "singleProcessOOMKill": true,
             "cpuManagerPolicyOptions": {"key": "value"},
             "cpuManagerReconcilePeriod": "1m0s",
-            "draManagerReconcilePeriod": "30s",
             "memoryManagerPolicy": "Static",
             "topologyManagerPolicy": "restricted",
             "topologyManagerScope": "pod",
@@ -689,10 +686,6 @@ fn pointer_zero_stays_and_value_zero_is_defaulted() {
     assert_eq!(got.image_maximum_gc_age, None);
     assert_eq!(got.single_process_oom_kill, None);
     assert_eq!(got.user_namespaces, None);
-    assert_eq!(
-        got.dra_manager_reconcile_period,
-        Some(Duration::from_secs(60))
-    );
     assert_eq!(got.tracing, None);
     assert_eq!(got.max_parallel_image_pulls, None);
 }

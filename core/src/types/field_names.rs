@@ -56,7 +56,6 @@ pub const KUBELET_CONFIGURATION_FIELDS: &[&str] = &[
     "singleProcessOOMKill",
     "cpuManagerPolicyOptions",
     "cpuManagerReconcilePeriod",
-    "draManagerReconcilePeriod",
     "memoryManagerPolicy",
     "topologyManagerPolicy",
     "topologyManagerScope",

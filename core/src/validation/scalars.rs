@@ -110,13 +110,6 @@ pub(super) fn check(
             format!("invalid configuration: imageMaximumGCAge {max_gc_age} must be greater than imageMinimumGCAge {min_gc_age}"),
         ));
     }
-    let dra_period = d(c.dra_manager_reconcile_period);
-    if dra_period.as_nanos() <= 0 {
-        out.push(err(
-            "draManagerReconcilePeriod",
-            format!("invalid configuration: draManagerReconcilePeriod {dra_period} must be greater than zero"),
-        ));
-    }
     let drop_bit = c.iptables_drop_bit.unwrap_or(0);
     if !(0..=31).contains(&drop_bit) {
         out.push(err(

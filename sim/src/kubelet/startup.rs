@@ -199,6 +199,35 @@ fn dial_runtime(paths: &KubeletPaths, config: &KubeletConfiguration) -> Result<(
     Ok(())
 }
 
+/// `initializeModules`: the kubelet creates its pod logs directory (`podLogsDir`) and
+/// exits when it cannot (a file in the way, say), as a v1.36 kubelet was seen to do:
+/// `Failed to initialize internal modules: error creating pod logs root directory
+/// "/x": mkdir /x: not a directory`.
+fn create_pod_logs_dir(paths: &KubeletPaths, config: &KubeletConfiguration) -> Result<(), Failure> {
+    let dir = config
+        .pod_logs_dir
+        .clone()
+        .filter(|d| !d.is_empty())
+        .unwrap_or_else(|| kubelet_gitops_core::defaults::DEFAULT_POD_LOGS_DIR.to_string());
+    let created = paths
+        .resolve(Path::new(&dir))
+        .and_then(|real| std::fs::create_dir_all(&real).map(|()| real));
+    created.map(drop).map_err(|e| {
+        let cause = match e.kind() {
+            // Go's MkdirAll on a file: ENOTDIR, where Rust's create_dir_all says it exists.
+            std::io::ErrorKind::NotADirectory | std::io::ErrorKind::AlreadyExists => {
+                format!("mkdir {dir}: not a directory")
+            }
+            _ => go_io_error("mkdir", Path::new(&dir), &e),
+        };
+        Failure {
+            error: format!("error creating pod logs root directory {dir:?}: {cause}"),
+            klog_message: "Failed to initialize internal modules",
+            klog_source: "kubelet.go:1893",
+        }
+    })
+}
+
 /// Runs the kubelet's start sequence.
 pub(crate) fn start(input: &StartInput<'_>) -> Result<Started, Failure> {
     let mut log = vec![
@@ -252,6 +281,7 @@ pub(crate) fn start(input: &StartInput<'_>) -> Result<Started, Failure> {
         other => Failure::command(format!("failed to run Kubelet: {other}")),
     })?;
     dial_runtime(input.paths, &config)?;
+    create_pod_logs_dir(input.paths, &config)?;
     let version = if input.cgroup_v2 {
         CgroupVersion::V2
     } else {
@@ -605,6 +635,32 @@ mod tests {
                 .error
                 .contains("validate CRI v1 image API for endpoint \"unix:///run/images.sock\""),
             "{failure:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_pod_logs_dir_it_cannot_create_makes_the_kubelet_exit() {
+        let inv = one_node();
+        let node = &inv.nodes[0];
+        let dir = tempfile::tempdir().expect("tempdir");
+        let paths = KubeletPaths::new(dir.path());
+        paths.prepare(node, true).expect("prepare");
+        let _runtime = super::super::runtime::RuntimeSocket::listen(&paths.containerd_socket)
+            .expect("runtime socket");
+        // The default, /var/log/pods, is created under the node's root.
+        start_on(&paths, node).expect("starts");
+        assert!(dir.path().join("var/log/pods").is_dir());
+        // A file where the directory should be: the words of a real v1.36 kubelet.
+        std::fs::write(dir.path().join("var/log/blocked"), "a file\n").expect("file");
+        std::fs::write(
+            &paths.config,
+            format!("{HEAD}podLogsDir: /var/log/blocked\n"),
+        )
+        .expect("config");
+        let failure = start_on(&paths, node).expect_err("a file in the way");
+        assert_eq!(
+            failure.reason(),
+            "Failed to initialize internal modules: error creating pod logs root directory \"/var/log/blocked\": mkdir /var/log/blocked: not a directory"
         );
     }
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::process::{self, Proc};
 use crate::real::kubeconfig::{Credentials, write_kubeconfig};
-use crate::real::pki::{Pki, Usage};
+use crate::real::pki::{CertFiles, Pki, Usage};
 use crate::real::{UpstreamBinaries, run_kubectl};
 use crate::{E2eError, PATIENCE};
 
@@ -28,7 +28,8 @@ pub struct ControlPlane {
     /// A kubeconfig of `kubernetes-admin` (group `system:masters`), for the harness and
     /// the person at the keyboard, never for the product.
     pub admin_kubeconfig: PathBuf,
-    /// The API server's client certificate towards the kubelets.
+    /// The admin's client certificate (also what the tests show a kubelet's API).
+    pub admin: CertFiles,
     pub(crate) procs: Vec<Proc>,
 }
 
@@ -154,7 +155,7 @@ impl ControlPlane {
             &server,
             &pki.ca,
             "kubernetes-admin",
-            &Credentials::Cert(admin),
+            &Credentials::Cert(admin.clone()),
         )?;
         wait_ready(&admin_kubeconfig, &mut [&mut etcd, &mut apiserver]).await?;
         // kubeadm binds the API server's kubelet client identity to the kubelet API.
@@ -250,6 +251,7 @@ impl ControlPlane {
             server,
             pki,
             admin_kubeconfig,
+            admin,
             procs,
         })
     }

@@ -133,10 +133,19 @@ impl RealCluster {
         let control =
             ControlPlane::start(&dir.join("control-plane"), logs, &bins, controllers).await?;
         let client = crate::cluster::client(&control.admin_kubeconfig).await?;
-        let id: String = dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default()
+        // The directory's last two components name the cgroup: unique among the
+        // scenarios' temporary directories, readable in `ls /sys/fs/cgroup/memory/...`.
+        let tail: Vec<String> = dir
+            .components()
+            .rev()
+            .take(2)
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        let id: String = tail
+            .into_iter()
+            .rev()
+            .collect::<Vec<_>>()
+            .join("-")
             .chars()
             .map(|c| {
                 if c.is_ascii_alphanumeric() || c == '-' {
@@ -230,6 +239,11 @@ impl RealCluster {
     /// The cluster CA certificate file.
     pub fn ca(&self) -> &Path {
         &self.control.pki.ca
+    }
+
+    /// The admin's client certificate.
+    pub fn admin_cert(&self) -> &pki::CertFiles {
+        &self.control.admin
     }
 
     /// The admin kubeconfig (group `system:masters`): the harness's, never the product's.

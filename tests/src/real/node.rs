@@ -6,7 +6,7 @@
 //! | path under the root | what |
 //! | --- | --- |
 //! | `var/lib/kubelet/config.yaml` | the kubelet's `--config` (kubeadm writes it from the cluster's base; the agent replaces it) |
-//! | `var/lib/kubelet/kubeadm-flags.env` | `KUBELET_KUBEADM_ARGS`: every node-specific setting, as flags (ports, root dir, runtime socket, cgroup root, certificates) |
+//! | `var/lib/kubelet/kubeadm-flags.env` | `KUBELET_KUBEADM_ARGS`: `--config` and every node-specific setting, as flags (ports, root dir, runtime socket, cgroup root, certificates) |
 //! | `var/lib/kubelet/pki/` | the kubelet's serving certificate and its client certificate (`system:node:<name>`) |
 //! | `etc/kubernetes/kubelet.conf` | its kubeconfig |
 //! | `etc/kubernetes/pki/ca.crt` | the cluster CA (its `--client-ca-file`) |
@@ -17,9 +17,10 @@
 //! The kubelet's `--root-dir` is the root's `var/lib/kubelet`, its cgroup root
 //! `/kubelet-gitops-e2e/<cluster>/<node>` (created in every v1 hierarchy the kubelet checks,
 //! removed at teardown) and its ports are free loopback ports. It is started as systemd
-//! starts `kubelet.service` under kubeadm's drop-in:
-//! `kubelet --kubeconfig=... --config=... $KUBELET_KUBEADM_ARGS`, the flags file read again
-//! at every start.
+//! starts `kubelet.service` under kubeadm's drop-in: `kubelet --kubeconfig=...
+//! $KUBELET_KUBEADM_ARGS`, the flags file read again at every start. (kubeadm's drop-in
+//! passes `--config` itself; here it is in the flags file, where the agent, reading flags
+//! from files, finds it.)
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -149,6 +150,9 @@ impl RealNode {
             .collect::<Vec<_>>()
             .join(",");
         let mut flags = vec![
+            // kubeadm passes --config in its systemd drop-in; here the flags file holds it,
+            // so the agent (--flags-from=files) reads where the kubelet's config really is.
+            format!("--config={}", root.join(&NodePaths::CONFIG[1..]).display()),
             format!("--container-runtime-endpoint=unix://{}", socket.display()),
             format!("--hostname-override={name}"),
             format!("--root-dir={}", kubelet_dir.display()),
@@ -190,10 +194,7 @@ impl RealNode {
         )?;
         let unit = Unit {
             kubelet: bins.kubelet.clone(),
-            fixed: vec![
-                format!("--kubeconfig={}", kubeconfig.display()),
-                format!("--config={}", root.join(&NodePaths::CONFIG[1..]).display()),
-            ],
+            fixed: vec![format!("--kubeconfig={}", kubeconfig.display())],
             flags_env: root.join(&NodePaths::FLAGS_ENV[1..]),
             pid_file: root.join(&NodePaths::PID_FILE[1..]),
             log: root.join("var/log/kubelet.log"),

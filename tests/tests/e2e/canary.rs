@@ -4,11 +4,12 @@
 //! at any moment. First with canary 1 and maxUnavailable 1 (the initial rollout from the
 //! nodes' local configs), then with canary 2 and maxUnavailable 2 (a change).
 
-use kubelet_gitops_e2e::{E2e, E2eError, Options, trace_rollout};
+use kubelet_gitops_e2e::{Backend, E2e, E2eError, Options, both_backends, trace_rollout};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_canary_goes_first_and_max_unavailable_holds() -> Result<(), E2eError> {
-    let Some(mut e2e) = E2e::start("canary", Options::default()).await? else {
+both_backends!(the_canary_goes_first_and_max_unavailable_holds);
+
+async fn the_canary_goes_first_and_max_unavailable_holds(backend: Backend) -> Result<(), E2eError> {
+    let Some(mut e2e) = E2e::start("canary", Options::on(backend)).await? else {
         return Ok(());
     };
 

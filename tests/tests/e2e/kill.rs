@@ -7,19 +7,22 @@
 
 use std::time::Duration;
 
-use kubelet_gitops_e2e::{E2e, E2eError, NodeView, Options, trace_rollout};
+use kubelet_gitops_e2e::{Backend, E2e, E2eError, NodeView, Options, both_backends, trace_rollout};
 
 /// `node` reports `state` about `target`.
 fn reports(node: Option<&NodeView>, target: &str, state: &str) -> bool {
     node.is_some_and(|n| n.observed.as_deref() == Some(target) && n.state.as_deref() == Some(state))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_reconciler_killed_mid_rollout_resumes_without_duplicates() -> Result<(), E2eError> {
+both_backends!(a_reconciler_killed_mid_rollout_resumes_without_duplicates);
+
+async fn a_reconciler_killed_mid_rollout_resumes_without_duplicates(
+    backend: Backend,
+) -> Result<(), E2eError> {
     // Each kubelet restart takes a second: the rollout is slow enough to be caught mid-way.
     let options = Options {
         restart_delay: Some(Duration::from_secs(1)),
-        ..Options::default()
+        ..Options::on(backend)
     };
     let Some(mut e2e) = E2e::start("kill-reconciler", options).await? else {
         return Ok(());
@@ -105,16 +108,18 @@ async fn a_reconciler_killed_mid_rollout_resumes_without_duplicates() -> Result<
     e2e.finish().await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn agents_killed_while_applying_or_verifying_converge_with_valid_files()
--> Result<(), E2eError> {
+both_backends!(agents_killed_while_applying_or_verifying_converge_with_valid_files);
+
+async fn agents_killed_while_applying_or_verifying_converge_with_valid_files(
+    backend: Backend,
+) -> Result<(), E2eError> {
     // The restart command waits a second, then returns before the kubelet has started
     // (which takes 1.5 s): a second of Applying, then more than a second of Verifying.
     let options = Options {
         restart_delay: Some(Duration::from_secs(1)),
         restart_detached: true,
         kubelet_start_delay: Duration::from_millis(1500),
-        ..Options::default()
+        ..Options::on(backend)
     };
     let Some(mut e2e) = E2e::start("kill-agent", options).await? else {
         return Ok(());

@@ -4,12 +4,14 @@
 //! registering its Node with a pool label, with an agent of its own) gets its pool's
 //! config at once, outside the canary and maxUnavailable.
 
-use kubelet_gitops_e2e::{E2e, E2eError, Options, POOL_LABEL};
+use kubelet_gitops_e2e::{Backend, E2e, E2eError, Options, POOL_LABEL, both_backends};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn relabelled_nodes_follow_their_pool_and_unlabelled_ones_return_to_local()
--> Result<(), E2eError> {
-    let Some(mut e2e) = E2e::start("relabel", Options::default()).await? else {
+both_backends!(relabelled_nodes_follow_their_pool_and_unlabelled_ones_return_to_local);
+
+async fn relabelled_nodes_follow_their_pool_and_unlabelled_ones_return_to_local(
+    backend: Backend,
+) -> Result<(), E2eError> {
+    let Some(mut e2e) = E2e::start("relabel", Options::on(backend)).await? else {
         return Ok(());
     };
     let converged = e2e.wait_converged().await?;
@@ -58,9 +60,10 @@ async fn relabelled_nodes_follow_their_pool_and_unlabelled_ones_return_to_local(
     e2e.finish().await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_node_that_joins_gets_its_pools_config_at_once() -> Result<(), E2eError> {
-    let Some(mut e2e) = E2e::start("join", Options::default()).await? else {
+both_backends!(a_node_that_joins_gets_its_pools_config_at_once);
+
+async fn a_node_that_joins_gets_its_pools_config_at_once(backend: Backend) -> Result<(), E2eError> {
+    let Some(mut e2e) = E2e::start("join", Options::on(backend)).await? else {
         return Ok(());
     };
     let converged = e2e.wait_converged().await?;

@@ -2,11 +2,12 @@
 //! published but assigns nothing in that pool (while another pool changed by the same
 //! commit rolls out); committing `paused: false` rolls it out, canary first.
 
-use kubelet_gitops_e2e::{E2e, E2eError, Options, trace_rollout};
+use kubelet_gitops_e2e::{Backend, E2e, E2eError, Options, both_backends, trace_rollout};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_paused_pool_assigns_nothing_until_unpaused() -> Result<(), E2eError> {
-    let Some(mut e2e) = E2e::start("pause", Options::default()).await? else {
+both_backends!(a_paused_pool_assigns_nothing_until_unpaused);
+
+async fn a_paused_pool_assigns_nothing_until_unpaused(backend: Backend) -> Result<(), E2eError> {
+    let Some(mut e2e) = E2e::start("pause", Options::on(backend)).await? else {
         return Ok(());
     };
     let before = e2e.wait_converged().await?;

@@ -5,11 +5,12 @@
 
 use kubelet_gitops_core::decode::decode_kubelet_configuration;
 use kubelet_gitops_core::protocol;
-use kubelet_gitops_e2e::{Converged, E2e, E2eError, Options};
+use kubelet_gitops_e2e::{Backend, Converged, E2e, E2eError, Options, both_backends};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_push_rolls_every_pool_out() -> Result<(), E2eError> {
-    let Some(mut e2e) = E2e::start("push", Options::default()).await? else {
+both_backends!(a_push_rolls_every_pool_out);
+
+async fn a_push_rolls_every_pool_out(backend: Backend) -> Result<(), E2eError> {
+    let Some(mut e2e) = E2e::start("push", Options::on(backend)).await? else {
         return Ok(());
     };
 

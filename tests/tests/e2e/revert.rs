@@ -2,11 +2,14 @@
 //! ConfigMap: identical content gets the identical name, and since the old ConfigMap is
 //! still there it is reused, not created again.
 
-use kubelet_gitops_e2e::{E2e, E2eError, Options};
+use kubelet_gitops_e2e::{Backend, E2e, E2eError, Options, both_backends};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_reverted_change_returns_the_nodes_to_the_previous_configmap() -> Result<(), E2eError> {
-    let Some(mut e2e) = E2e::start("revert", Options::default()).await? else {
+both_backends!(a_reverted_change_returns_the_nodes_to_the_previous_configmap);
+
+async fn a_reverted_change_returns_the_nodes_to_the_previous_configmap(
+    backend: Backend,
+) -> Result<(), E2eError> {
+    let Some(mut e2e) = E2e::start("revert", Options::on(backend)).await? else {
         return Ok(());
     };
     let a = e2e.wait_converged().await?;

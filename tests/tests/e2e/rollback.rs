@@ -1,17 +1,21 @@
 //! Scenario 3, rollback: a commit whose config validates everywhere (the repository, the
-//! agent's pre-flight) but with which the kubelet cannot start (`cgroupRoot: /blocked`,
-//! where a file stands in the way of its cgroup on these nodes). The canary's agent
+//! agent's pre-flight) but with which the kubelet cannot start (a `podLogsDir` where a
+//! file stands in the way on these nodes: a real v1.36 kubelet and the sim's stand-in
+//! both exit with `Failed to initialize internal modules: error creating pod logs root
+//! directory ...`). The canary's agent
 //! writes it, restarts the kubelet, which exits; after the pool's healthTimeout the
 //! agent rolls back to the last-known-good config and reports RolledBack. The reconciler
 //! halts the pool: no other node is ever assigned the config.
 
 use kubelet_gitops_core::protocol;
-use kubelet_gitops_e2e::{E2e, E2eError, Options};
+use kubelet_gitops_e2e::{Backend, E2e, E2eError, Options, both_backends};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_config_the_kubelet_cannot_start_with_is_rolled_back_and_halts_the_pool()
--> Result<(), E2eError> {
-    let Some(mut e2e) = E2e::start("rollback", Options::default()).await? else {
+both_backends!(a_config_the_kubelet_cannot_start_with_is_rolled_back_and_halts_the_pool);
+
+async fn a_config_the_kubelet_cannot_start_with_is_rolled_back_and_halts_the_pool(
+    backend: Backend,
+) -> Result<(), E2eError> {
+    let Some(mut e2e) = E2e::start("rollback", Options::on(backend)).await? else {
         return Ok(());
     };
     let good = e2e.wait_converged().await?;
@@ -31,15 +35,13 @@ async fn a_config_the_kubelet_cannot_start_with_is_rolled_back_and_halts_the_poo
     .await?;
     let good_data = e2e.kubelet("general-3")?.config()?;
 
-    for node in e2e.pool_nodes("general") {
-        e2e.block_cgroup_root(&node)?;
-    }
+    let blocked = e2e.block_pod_logs_dir()?;
     let mut general = e2e.pool("general")?;
     general.qps = 13;
-    general.kubelet = vec!["cgroupRoot: /blocked".into()];
+    general.kubelet = vec![format!("podLogsDir: {blocked}")];
     e2e.write_pool(&general)?;
     e2e.git()
-        .commit_and_push("general: cgroupRoot /blocked")
+        .commit_and_push("general: podLogsDir where a file is")
         .await?;
     let bad = e2e.wait_applied().await?["general"].clone();
     assert_ne!(bad, good_general);
