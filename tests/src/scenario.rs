@@ -28,7 +28,7 @@ use crate::{
 /// The cluster's own processes.
 enum ClusterProcs {
     /// `kubelet-gitops-sim serve`.
-    Sim(Proc),
+    Sim(Box<Proc>),
     /// The real control plane and kubelets.
     Real(Box<RealCluster>),
 }
@@ -742,7 +742,7 @@ async fn launch_sim(
         .await
         .map_err(E2eError::kube(format!("creating namespace {NAMESPACE}")))?;
     Ok(Launched {
-        cluster: ClusterProcs::Sim(sim),
+        cluster: ClusterProcs::Sim(Box::new(sim)),
         reconciler_kubeconfig: kubeconfig.clone(),
         kubeconfig,
         server: sim_url,
