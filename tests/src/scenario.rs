@@ -449,12 +449,12 @@ impl E2e {
                 .map(|_| ())
         })
         .await?;
-        Ok(sim_kubelet_info(
+        sim_kubelet_info(
             format!("http://127.0.0.1:{port}"),
             root,
             restart,
             self.cluster.kubeconfig.clone(),
-        )?)
+        )
     }
 
     /// Starts watching every kubelet config file (see [`ConfigFileWatch`]).
