@@ -163,12 +163,18 @@ pub struct Options {
 }
 
 impl Options {
-    /// The default options on `backend`.
+    /// The default options on `backend`. A real kubelet takes a second or two to
+    /// restart, more on a loaded 2-core machine with 16 of them: it gets 20 s to come back
+    /// healthy, where a stand-in gets 5 s.
     pub fn on(backend: Backend) -> Options {
-        Options {
+        let mut options = Options {
             backend,
             ..Options::default()
+        };
+        if backend == Backend::Real {
+            options.rollout.health_timeout = "20s".into();
         }
+        options
     }
 }
 

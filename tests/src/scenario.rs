@@ -128,7 +128,9 @@ impl E2e {
         let started = Instant::now();
         let dir = tempfile::Builder::new()
             .prefix(&format!(
-                "kubelet-gitops-e2e-{}-",
+                // Short: a real kubelet's sockets live under it, and a unix socket's path
+                // holds at most 107 bytes.
+                "kge2e-{}-",
                 scenario.replace(" (", "-").replace(')', "")
             ))
             .tempdir()
@@ -388,7 +390,7 @@ impl E2e {
             ClusterProcs::Real(real) => {
                 real.add_node(&node_setup(&spec, real.dir())).await?;
                 real.wait_ready(&[name.to_string()]).await?;
-                real_kubelet_info(real, name, &self.path).await?
+                real_kubelet_info(real, name, &self.path, &self.options).await?
             }
             ClusterProcs::Sim(_) => self.add_sim_node(&spec).await?,
         };
@@ -527,7 +529,7 @@ impl E2e {
             "--flags-from=files".into(),
             "--restart-method=command".into(),
             format!("--restart-command={restart}"),
-            "--health-timeout=5s".into(),
+            format!("--health-timeout={}", self.options.rollout.health_timeout),
             "--lkg-grace=2s".into(),
             "--resync-interval=1s".into(),
             "--admin-addr=127.0.0.1:0".into(),
@@ -623,7 +625,7 @@ async fn launch(
     };
     let base = match options.backend {
         Backend::Sim => repo::BASE.to_string(),
-        Backend::Real => real::kubelet_base(&path.join("real")),
+        Backend::Real => real::kubelet_base(path),
     };
 
     // The config repository, with its first commit, served by git daemon.
@@ -806,9 +808,8 @@ async fn launch_real(
     upstream: UpstreamBinaries,
     options: &Options,
 ) -> Result<Launched, E2eError> {
-    let dir = path.join("real");
-    let setups: Vec<NodeSetup> = options.nodes.iter().map(|n| node_setup(n, &dir)).collect();
-    let cluster = RealCluster::start(&dir, logs, upstream, &setups, true).await?;
+    let setups: Vec<NodeSetup> = options.nodes.iter().map(|n| node_setup(n, path)).collect();
+    let cluster = RealCluster::start(path, logs, upstream, &setups, true).await?;
     cluster.apply_deploy_base().await?;
     let reconciler_kubeconfig = path.join("reconciler.kubeconfig");
     cluster
@@ -823,7 +824,7 @@ async fn launch_real(
     for n in &options.nodes {
         kubelets.insert(
             n.name.clone(),
-            real_kubelet_info(&cluster, &n.name, path).await?,
+            real_kubelet_info(&cluster, &n.name, path, options).await?,
         );
     }
     Ok(Launched {
@@ -842,6 +843,7 @@ async fn real_kubelet_info(
     cluster: &RealCluster,
     name: &str,
     path: &Path,
+    options: &Options,
 ) -> Result<KubeletInfo, E2eError> {
     let node = cluster.node(name)?;
     let agent_kubeconfig = path.join(format!("agent-{name}.kubeconfig"));
@@ -877,7 +879,15 @@ async fn real_kubelet_info(
     Ok(KubeletInfo {
         url,
         local_config: read_config(&root)?,
-        restart: node.restart_command(),
+        restart: restart_command(
+            options.restart_delay,
+            options.restart_detached,
+            &node
+                .restart_command()
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+        ),
         root,
         tls: Some(ClientTls {
             ca: cluster.ca().to_path_buf(),

@@ -104,6 +104,17 @@ impl RealNode {
     ) -> Result<RealNode, E2eError> {
         let name = &setup.name;
         let kubelet_dir = root.join("var/lib/kubelet");
+        // The kubelet's longest socket: pod-resources/<10 digits>, at most 107 bytes.
+        let longest = kubelet_dir.join("pod-resources/0123456789");
+        if longest.as_os_str().len() > 107 {
+            return Err(E2eError::Unexpected {
+                what: format!("the root of node {name}, {}", root.display()),
+                message: format!(
+                    "too long: the kubelet's socket {} would exceed the 107 bytes of a unix socket path (use a shorter directory)",
+                    longest.display()
+                ),
+            });
+        }
         let pki_dir = kubelet_dir.join("pki");
         let ca = root.join("etc/kubernetes/pki/ca.crt");
         write_file(&ca, pki.ca_pem()?.as_bytes(), false)?;

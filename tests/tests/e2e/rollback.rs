@@ -61,7 +61,11 @@ async fn a_config_the_kubelet_cannot_start_with_is_rolled_back_and_halts_the_poo
         .await?;
     let message = canary.message.clone().unwrap_or_default();
     assert!(
-        message.starts_with(&format!("{} within 5s", protocol::reason::UNHEALTHY)),
+        message.starts_with(&format!(
+            "{} within {}",
+            protocol::reason::UNHEALTHY,
+            e2e.options().rollout.health_timeout
+        )),
         "{message}"
     );
     assert!(
