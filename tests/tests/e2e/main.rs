@@ -3,6 +3,7 @@
 //! directory of its own.
 
 mod canary;
+mod configz;
 mod kill;
 mod membership;
 mod pause;
