@@ -338,7 +338,7 @@ Options:
 /// The two set-up commands, exactly as a newcomer types them.
 const SET_UP_COMMANDS: [&str; 2] = [
     "cargo build --release -p node-agent -p reconciler && target/release/kubelet-gitops demo",
-    "cargo test --workspace",
+    "upstream/build.sh && cargo test --workspace",
 ];
 
 #[test]
@@ -360,6 +360,16 @@ fn readme_has_the_two_set_up_commands() {
     assert_eq!(
         commands, SET_UP_COMMANDS,
         "the `sh` block of README.md's `## Two commands` must hold exactly the two set-up commands"
+    );
+    // The test command's first step exists and is executable.
+    let build = Path::new(env!("CARGO_MANIFEST_DIR")).join("../upstream/build.sh");
+    let mode = std::fs::metadata(&build)
+        .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()))
+        .unwrap_or(0);
+    assert!(
+        mode & 0o111 != 0,
+        "{} is missing or not executable",
+        build.display()
     );
     // The main job's subcommand exists.
     let help = stdout_of(&["demo", "--help"]);
