@@ -49,17 +49,22 @@ impl Binaries {
             agent: bin("kubelet-gitops-agent"),
             sim: bin("kubelet-gitops-sim"),
         };
-        let missing: Vec<String> = [&found.reconciler, &found.agent, &found.sim]
-            .into_iter()
-            .filter(|p| !p.is_file())
-            .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-            .collect();
+        let missing = missing_files(&[&found.reconciler, &found.agent, &found.sim]);
         if missing.is_empty() {
             Ok(found)
         } else {
             Err(E2eError::MissingBinaries { dir, missing })
         }
     }
+}
+
+/// The file names of `paths` that are not files.
+pub(crate) fn missing_files(paths: &[&PathBuf]) -> Vec<String> {
+    paths
+        .iter()
+        .filter(|p| !p.is_file())
+        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect()
 }
 
 /// A child process whose stdout and stderr go to a log file. It is SIGKILLed when

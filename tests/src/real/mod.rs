@@ -68,18 +68,14 @@ impl UpstreamBinaries {
             kubelet: bin("kubelet"),
             fake_cri: bin("fake-cri"),
         };
-        let missing: Vec<String> = [
+        let missing = crate::process::missing_files(&[
             &found.etcd,
             &found.kube_apiserver,
             &found.kube_controller_manager,
             &found.kube_scheduler,
             &found.kubelet,
             &found.fake_cri,
-        ]
-        .into_iter()
-        .filter(|p| !p.is_file())
-        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-        .collect();
+        ]);
         if missing.is_empty() {
             Ok(found)
         } else {
