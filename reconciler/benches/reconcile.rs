@@ -158,6 +158,15 @@ async fn metric(admin: std::net::SocketAddr, series: &str) -> f64 {
     sample(&body, series).unwrap_or(0.0)
 }
 
+/// The sum of every series of `name` (all its label sets).
+async fn metric_sum(admin: std::net::SocketAddr, name: &str) -> f64 {
+    let (_, body) = http_get(admin, "/metrics").await;
+    body.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
+}
+
 /// Accepted writes by (verb, resource), in the sim request log's words.
 type Writes = BTreeMap<(String, String), usize>;
 
@@ -174,6 +183,14 @@ struct Counted {
     /// Writes by neither the reconciler nor the double: the real API server renewing its
     /// own Lease.
     server_own: usize,
+    /// Reads by (verb, resource): the reconciler's on the sim; every client's on the real
+    /// server (its metrics do not say who), for a look at list and watch behaviour.
+    reads: Writes,
+    /// The real API server's CPU time.
+    server_cpu: Option<Duration>,
+    /// Watches the real API server closed because their client fell behind (every
+    /// client's).
+    closed_watches: Option<usize>,
 }
 
 impl Counted {
@@ -211,7 +228,7 @@ enum Server {
         // Dropped in this order: the double, then the server (its processes killed),
         // then the directory.
         agent: AgentDouble,
-        server: RealServer,
+        server: Box<RealServer>,
         repo: ConfigRepo,
         dir: tempfile::TempDir,
     },
@@ -259,7 +276,7 @@ impl Server {
         let repo = ConfigRepo::init(&dir.path().join("repo"));
         let server = Server::Real {
             agent,
-            server,
+            server: Box::new(server),
             repo,
             dir,
         };
@@ -347,6 +364,18 @@ impl Server {
                             .unwrap_or(0),
                     ),
                     server_own: 0,
+                    reads: entries
+                        .iter()
+                        .filter(|e| matches!(writer(e), Writer::Reconciler(_)))
+                        .filter(|e| {
+                            !matches!(e.verb.as_str(), "create" | "update" | "patch" | "delete")
+                        })
+                        .fold(Writes::new(), |mut m, e| {
+                            *m.entry((e.verb.clone(), e.resource.clone())).or_default() += 1;
+                            m
+                        }),
+                    server_cpu: None,
+                    closed_watches: None,
                 }
             }
             (Server::Real { agent, server, .. }, Mark::Real(before, agent_before)) => {
@@ -367,6 +396,9 @@ impl Server {
                     requests: after.dispatched_since(&before, SERVICE_ACCOUNTS),
                     most_per_node: None,
                     server_own,
+                    reads: after.reads_since(&before),
+                    server_cpu: Some(after.cpu_since(&before)),
+                    closed_watches: Some(after.terminated_watchers_since(&before).values().sum()),
                 }
             }
             _ => unreachable!("a mark of another server"),
@@ -376,7 +408,15 @@ impl Server {
     async fn shutdown(self) {
         match self {
             Server::Sim(h) => h.shutdown().await,
-            Server::Real { agent, .. } => agent.stop().await,
+            Server::Real {
+                agent, server, dir, ..
+            } => {
+                agent.stop().await;
+                drop(server);
+                if std::env::var_os(kubelet_gitops_e2e::KEEP_ENV).is_some() {
+                    eprintln!("real: kept {} (logs in cluster/logs)", dir.keep().display());
+                }
+            }
         }
     }
 }
@@ -402,6 +442,8 @@ struct Figures {
     changed: Counted,
     /// Nodes of pool big on a new ConfigMap, and Done on it.
     changed_nodes: usize,
+    /// The reconciler's failed API requests over the run (its own count).
+    api_errors: f64,
     hwm_mb: f64,
     rss_mb: f64,
 }
@@ -519,6 +561,7 @@ async fn measure(server: &Server, setup: Setup, label: &str) -> Figures {
     let change = t.elapsed();
     let changed = server.count(mark).await;
     let changed_nodes = server.nodes().iter().filter(|n| moved(n)).count();
+    let api_errors = metric_sum(admin_port, "kubelet_gitops_api_errors_total").await;
     let hwm_mb = status_kb(pid, "VmHWM") as f64 / 1024.0;
     let rss_mb = status_kb(pid, "VmRSS") as f64 / 1024.0;
     drop(child);
@@ -533,6 +576,7 @@ async fn measure(server: &Server, setup: Setup, label: &str) -> Figures {
         change,
         changed,
         changed_nodes,
+        api_errors,
         hwm_mb,
         rss_mb,
     }
@@ -548,12 +592,14 @@ fn main() {
 
 async fn bench() {
     let started = Instant::now();
+    // First, so that a required but missing real server fails before the sim run.
+    let bins = upstream("the reconcile benchmark's real kube-apiserver column");
     let (server, setup) = Server::sim().await;
     let sim = measure(&server, setup, "sim").await;
     server.shutdown().await;
     eprintln!("sim run took {:.1?}", started.elapsed());
 
-    let real = match upstream("the reconcile benchmark's real kube-apiserver column") {
+    let real = match bins {
         Ok(bins) => {
             let t = Instant::now();
             let (server, setup) = Server::real(bins).await;
@@ -586,22 +632,16 @@ async fn bench() {
 
 fn row(what: &str, sim: String, real: Option<String>, target: &str) {
     let real = real.unwrap_or_else(|| "skipped".into());
-    println!("| {what:<58} | {sim:>13} | {real:>13} | {target:<22} |");
+    println!("| {what:<58} | {sim:>13} | {real:>13} | {target:<23} |");
 }
 
 /// A figure of each server: the real one's `None` when skipped.
-fn both<T>(
-    sim: &Figures,
-    real: Option<&Figures>,
-    f: impl Fn(&Figures) -> T,
-) -> (T, Option<T>) {
+fn both<T>(sim: &Figures, real: Option<&Figures>, f: impl Fn(&Figures) -> T) -> (T, Option<T>) {
     (f(sim), real.map(f))
 }
 
 fn print_table(sim: &Figures, real: Option<&Figures>) {
-    let line = |what: &str, (s, r): (String, Option<String>), target: &str| {
-        row(what, s, r, target)
-    };
+    let line = |what: &str, (s, r): (String, Option<String>), target: &str| row(what, s, r, target);
     let dur = |d: Duration| format!("{d:.2?}");
     println!();
     println!(
@@ -609,7 +649,7 @@ fn print_table(sim: &Figures, real: Option<&Figures>) {
     );
     println!();
     println!(
-        "| {:<58} | {:>13} | {:>13} | {:<22} |",
+        "| {:<58} | {:>13} | {:>13} | {:<23} |",
         "measure", "sim", "real", "target"
     );
     println!(
@@ -617,7 +657,7 @@ fn print_table(sim: &Figures, real: Option<&Figures>) {
         "-".repeat(60),
         "-".repeat(15),
         "-".repeat(15),
-        "-".repeat(24)
+        "-".repeat(25)
     );
     line(
         "setup: API server up (sim: with its Nodes)",
@@ -648,10 +688,7 @@ fn print_table(sim: &Figures, real: Option<&Figures>) {
         "",
     );
     line(
-        &format!(
-            "idle: API writes during {} unchanged polls",
-            sim.idle_polls
-        ),
+        &format!("idle: API writes during {} unchanged polls", sim.idle_polls),
         both(sim, real, |f| f.idle.total().to_string()),
         "0",
     );
@@ -714,6 +751,33 @@ fn print_table(sim: &Figures, real: Option<&Figures>) {
         both(sim, real, |f| f.changed_nodes.to_string()),
         &BIG.to_string(),
     );
+    let cpu = |c: &Counted| c.server_cpu.map_or_else(|| "n/a".to_string(), dur);
+    line(
+        "real API server CPU, all clients: initial rollout",
+        both(sim, real, |f| cpu(&f.initial_counted)),
+        "",
+    );
+    line(
+        "real API server CPU, all clients: the change",
+        both(sim, real, |f| cpu(&f.changed)),
+        "",
+    );
+    line(
+        "real API server: watches it closed, client too slow (all)",
+        both(sim, real, |f| {
+            let phases = [&f.initial_counted, &f.idle, &f.changed].map(|c| c.closed_watches);
+            match phases {
+                [Some(a), Some(b), Some(c)] => format!("{a} / {b} / {c}"),
+                _ => "n/a".into(),
+            }
+        }),
+        "initial / idle / change",
+    );
+    line(
+        "reconciler's failed API requests, whole run (its metrics)",
+        both(sim, real, |f| (f.api_errors as u64).to_string()),
+        "",
+    );
     line(
         "reconciler peak RSS (VmHWM)",
         both(sim, real, |f| format!("{:.1} MiB", f.hwm_mb)),
@@ -729,6 +793,21 @@ fn print_table(sim: &Figures, real: Option<&Figures>) {
         println!(
             "real: writes from kube-apiserver's apiserver_request_total, less the agent double's accepted node patches and the API server's Lease renewals; requests of any kind from the `service-accounts` flow schema (the reconciler's token); most patches of one node is not in the metrics: {BIG} patches and {BIG} nodes changed means one each"
         );
+    }
+    for (label, f) in [("sim", Some(sim)), ("real", real)].into_iter() {
+        let Some(f) = f else { continue };
+        let who = if label == "sim" {
+            "the reconciler's"
+        } else {
+            "every client's"
+        };
+        for (phase, c) in [
+            ("initial", &f.initial_counted),
+            ("idle", &f.idle),
+            ("change", &f.changed),
+        ] {
+            println!("{label} {phase}: reads ({who}): {:?}", c.reads);
+        }
     }
     for (label, f) in [("sim", Some(sim)), ("real", real)] {
         if let Some(f) = f.filter(|f| !f.ok()) {

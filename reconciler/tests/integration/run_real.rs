@@ -7,6 +7,7 @@
 //! without the upstream binaries, unless KUBELET_GITOPS_E2E_REQUIRE is set.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use kubelet_gitops_core::inventory::Inventory;
 
@@ -23,6 +24,7 @@ apiserver_request_total{code="200",component="apiserver",dry_run="",group="",res
 apiserver_request_total{code="200",component="apiserver",dry_run="",group="coordination.k8s.io",resource="leases",scope="resource",subresource="",verb="PUT",version="v1"} 4
 apiserver_flowcontrol_dispatched_requests_total{flow_schema="exempt",priority_level="exempt"} 566
 apiserver_flowcontrol_dispatched_requests_total{flow_schema="service-accounts",priority_level="workload-low"} 9
+process_cpu_seconds_total 12.5
 "#;
 
 const AFTER: &str = r#"apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="nodes",scope="resource",subresource="",verb="PATCH",version="v1"} 1012
@@ -34,11 +36,15 @@ apiserver_request_total{code="201",component="apiserver",dry_run="All",group="",
 apiserver_request_total{code="200",component="apiserver",dry_run="",group="coordination.k8s.io",resource="leases",scope="resource",subresource="",verb="PUT",version="v1"} 4
 apiserver_flowcontrol_dispatched_requests_total{flow_schema="exempt",priority_level="exempt"} 600
 apiserver_flowcontrol_dispatched_requests_total{flow_schema="service-accounts",priority_level="workload-low"} 1010
+process_cpu_seconds_total 14
 "#;
 
 #[test]
 fn writes_since_counts_accepted_writes_that_grew_by_verb_and_resource() {
-    let (before, after) = (ApiserverMetrics::parse(BEFORE), ApiserverMetrics::parse(AFTER));
+    let (before, after) = (
+        ApiserverMetrics::parse(BEFORE),
+        ApiserverMetrics::parse(AFTER),
+    );
     let writes = after.writes_since(&before);
     let expected: BTreeMap<(String, String), usize> = [
         (("create", "configmaps"), 1),
@@ -54,11 +60,17 @@ fn writes_since_counts_accepted_writes_that_grew_by_verb_and_resource() {
 }
 
 #[test]
-fn dispatched_since_counts_one_flow_schema() {
-    let (before, after) = (ApiserverMetrics::parse(BEFORE), ApiserverMetrics::parse(AFTER));
+fn reads_dispatched_requests_and_cpu_since_a_scrape() {
+    let (before, after) = (
+        ApiserverMetrics::parse(BEFORE),
+        ApiserverMetrics::parse(AFTER),
+    );
     assert_eq!(after.dispatched_since(&before, SERVICE_ACCOUNTS), 1001);
     assert_eq!(after.dispatched_since(&before, "exempt"), 34);
     assert_eq!(after.dispatched_since(&before, "nobody"), 0);
+    let reads: Vec<_> = after.reads_since(&before).into_iter().collect();
+    assert_eq!(reads, [(("list".to_string(), "nodes".to_string()), 6)]);
+    assert_eq!(after.cpu_since(&before), Duration::from_millis(1500));
 }
 
 #[test]

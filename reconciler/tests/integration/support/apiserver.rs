@@ -34,6 +34,11 @@ pub struct ApiserverMetrics {
     pub requests: BTreeMap<RequestKey, f64>,
     /// `apiserver_flowcontrol_dispatched_requests_total`, by flow schema.
     pub dispatched: BTreeMap<String, f64>,
+    /// `process_cpu_seconds_total`: the API server's CPU time.
+    pub cpu_seconds: f64,
+    /// `apiserver_terminated_watchers_total`, by resource: watches the API server closed
+    /// because their client did not keep up with the events.
+    pub terminated_watchers: BTreeMap<String, f64>,
 }
 
 /// The sim's request-log verb of an API server's write verb (`PATCH` -> `patch`, `POST`
@@ -111,6 +116,12 @@ impl ApiserverMetrics {
                 "apiserver_flowcontrol_dispatched_requests_total" => {
                     *out.dispatched.entry(label("flow_schema")).or_default() += value;
                 }
+                "process_cpu_seconds_total" => out.cpu_seconds = value,
+                "apiserver_terminated_watchers_total" => {
+                    *out.terminated_watchers
+                        .entry(label("resource"))
+                        .or_default() += value;
+                }
                 _ => {}
             }
         }
@@ -141,6 +152,42 @@ impl ApiserverMetrics {
             *out.entry((verb.to_string(), resource)).or_default() += grew.round() as usize;
         }
         out
+    }
+
+    /// Reads (any outcome) since `before`, by (verb, resource) in the sim request log's
+    /// words (`("list", "nodes")`, `("watch", "configmaps")`). A watch is counted when it
+    /// ends, as the API server records a request once it has been answered.
+    pub fn reads_since(&self, before: &ApiserverMetrics) -> BTreeMap<(String, String), usize> {
+        let mut out = BTreeMap::new();
+        for (key, &after) in &self.requests {
+            // Not the non-resource requests (the harness's own `GET /metrics`).
+            if write_verb(&key.verb).is_some() || key.resource.is_empty() {
+                continue;
+            }
+            let grew = after - before.requests.get(key).copied().unwrap_or(0.0);
+            if grew >= 0.5 {
+                let verb = key.verb.to_lowercase();
+                *out.entry((verb, key.resource.clone())).or_default() += grew.round() as usize;
+            }
+        }
+        out
+    }
+
+    /// Watches the API server closed as too slow since `before`, by resource.
+    pub fn terminated_watchers_since(&self, before: &ApiserverMetrics) -> BTreeMap<String, usize> {
+        self.terminated_watchers
+            .iter()
+            .map(|(r, &n)| {
+                let was = before.terminated_watchers.get(r).copied().unwrap_or(0.0);
+                (r.clone(), (n - was).max(0.0).round() as usize)
+            })
+            .filter(|(_, n)| *n > 0)
+            .collect()
+    }
+
+    /// The API server's CPU time since `before`.
+    pub fn cpu_since(&self, before: &ApiserverMetrics) -> std::time::Duration {
+        std::time::Duration::from_secs_f64((self.cpu_seconds - before.cpu_seconds).max(0.0))
     }
 
     /// Requests of any kind, any outcome, dispatched for `flow_schema` since `before`.

@@ -304,7 +304,11 @@ pub fn run_config(
         cache_dir: cache_dir.to_path_buf(),
         extra_refspecs: Vec::new(),
     };
-    let mut c = RunConfig::new(git, KubeSource::Kubeconfig(kubeconfig.to_path_buf()), identity);
+    let mut c = RunConfig::new(
+        git,
+        KubeSource::Kubeconfig(kubeconfig.to_path_buf()),
+        identity,
+    );
     c.interval = Duration::from_millis(300);
     c.admin_addr = Some("127.0.0.1:0".parse().unwrap());
     c.min_reconcile_interval = Duration::from_millis(50);
