@@ -49,11 +49,11 @@
 //! what else the 2 cores run: over six runs the real initial rollout took 50 to 116 s
 //! and the change 12 to 25 s. The real server closes a watch whose client does not take
 //! its events in time (a buffer of 10 to 100 events per watch, then a short time budget:
-//! `Forcing nodes watcher close due to unresponsiveness` in its log), and did so during
-//! every initial rollout; the reconciler's extra requests there (0 to 3 per run) are its
-//! node watch started again from where it was, never a new list. The sim closes a watcher
-//! only at 4,096 queued events. `KUBELET_GITOPS_E2E_KEEP=1` keeps the real server's
-//! directory and logs.
+//! `Forcing nodes watcher close due to unresponsiveness` in its log): 2 to 14 node
+//! watches in the initial rollout of each run that counted them. The reconciler's extra
+//! requests (0 to 3 per phase) are its node watch started again from where it was, never
+//! a new list. The sim closes a watcher only at 4,096 queued events.
+//! `KUBELET_GITOPS_E2E_KEEP=1` keeps the real server's directory and logs.
 //!
 //! Run: `cargo bench -p reconciler --bench reconcile` (with
 //! `KUBELET_GITOPS_UPSTREAM_BIN` if the binaries are not in the repository's
