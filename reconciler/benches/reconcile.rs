@@ -1,23 +1,75 @@
-//! The reconciler at scale: 5,000 nodes in 50 pools on the simulated API server (no
-//! kubelets; a test double plays the agents), the real `kubelet-gitops run` binary as a
-//! child process so its CPU time and peak memory are its own.
+//! The reconciler at scale: 5,000 nodes in 50 pools, the real `kubelet-gitops run` binary
+//! as a child process so its CPU time and peak memory are its own, run against two API
+//! servers in turn, with no kubelets (a test double plays the agents, as admin):
 //!
+//! - **sim**: the simulated API server, in this process. Writes are counted from its
+//!   request log (by User-Agent, so the reconciler's apart from the double's).
+//! - **real**: etcd and kube-apiserver v1.36 built by `upstream/build.sh` (no
+//!   controller-manager, so nothing marks or deletes the Nodes), deploy/base's RBAC and
+//!   admission policy applied, and the reconciler running with its service account's
+//!   token, so the API server evaluates RBAC and the ValidatingAdmissionPolicy for each of
+//!   its writes, as in production. The bench creates the same 5,000 Node objects the sim
+//!   registers (labels, capacity, addresses, Ready), 32 at a time. The double writes as
+//!   `system:masters`, which no admission policy of ours matches. kube-apiserver keeps no
+//!   request log: writes are counted from its `/metrics` (`apiserver_request_total` by
+//!   verb and resource, read before and after each phase), less the double's own node
+//!   patches (it counts those the server accepted) and the API server's renewals of its
+//!   own Lease; the reconciler's requests of any kind are those of the `service-accounts`
+//!   flow schema (`apiserver_flowcontrol_dispatched_requests_total`). Without the
+//!   upstream binaries this column is skipped, with a line saying why, unless
+//!   `KUBELET_GITOPS_E2E_REQUIRE=1` (then it is a failure).
+//!
+//! On each server:
 //! 1. Initial rollout: every pool at maxUnavailable 100%, canary 0.
 //! 2. Idle: polls that find no new commit (each one followed by a resync reconcile) must
 //!    make zero API writes; their CPU time is measured from the child's
 //!    `/proc/<pid>/task/*/schedstat` (nanoseconds on CPU, every thread).
 //! 3. One pool (1,000 nodes) changes: exactly one write per node plus the ConfigMap.
 //!
-//! Run: `cargo bench -p reconciler --bench reconcile`. Prints a table.
+//! Figures on the project's 2-core machine (docs/reconciler.md#figures):
+//!
+//! | measure | sim | real | target |
+//! | --- | --- | --- | --- |
+//! | setup: API server up; 5,000 Node objects created (32 at a time) | 1.6 s | 5.4 s; 10.4 s | |
+//! | initial rollout, 5,000 nodes at maxUnavailable 100% (wall) | 16.9 s | 58.3 s | |
+//! | initial: node patches / ConfigMaps created / other writes | 5,000 / 50 / 0 | 5,000 / 50 / 0 | 5,000 / 50 / 0 |
+//! | initial: API requests of any kind by the reconciler | 5,063 | 5,066 | |
+//! | idle: API writes during 10 unchanged polls | 0 | 0 | 0 |
+//! | idle: API requests of any kind by the reconciler | 0 | 0 | |
+//! | idle: CPU per poll cycle (fetch + resync reconcile) | 39.9 ms | 38.1 ms | < 50 ms |
+//! | idle: wall time of one resync reconcile | 38.4 ms | 36.6 ms | |
+//! | change 1 pool of 1,000 nodes: commit to all Done (wall) | 5.5 s | 13.2 s | |
+//! | change: node patches / ConfigMaps created / other writes | 1,000 / 1 / 0 | 1,000 / 1 / 0 | 1,000 / 1 / 0 |
+//! | change: API requests of any kind by the reconciler | 1,001 | 1,001 | |
+//! | real API server's CPU (every client): initial rollout; change | | 85.2 s; 18.2 s | |
+//! | watches the real API server closed as too slow (every client) | | 14 in the initial rollout | |
+//! | reconciler peak RSS (VmHWM) | 78.7 MiB | 74.6 MiB | |
+//!
+//! The whole run takes about 2 minutes 15 s (sim 34 s, real 98 s). Wall times depend on
+//! what else the 2 cores run: over six runs the real initial rollout took 50 to 116 s
+//! and the change 12 to 25 s. The real server closes a watch whose client does not take
+//! its events in time (a buffer of 10 to 100 events per watch, then a short time budget:
+//! `Forcing nodes watcher close due to unresponsiveness` in its log): 2 to 14 node
+//! watches in the initial rollout of each run that counted them. The reconciler's extra
+//! requests (0 to 3 per phase) are its node watch started again from where it was, never
+//! a new list. The sim closes a watcher only at 4,096 queued events.
+//! `KUBELET_GITOPS_E2E_KEEP=1` keeps the real server's directory and logs.
+//!
+//! Run: `cargo bench -p reconciler --bench reconcile` (with
+//! `KUBELET_GITOPS_UPSTREAM_BIN` if the binaries are not in the repository's
+//! `upstream/bin`). Prints a table.
 
 #[path = "../tests/integration/support/mod.rs"]
 mod support;
 
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kubelet_gitops_core::inventory::Inventory;
-use kubelet_gitops_core::protocol::DESIRED_CONFIG;
+use support::apiserver::{ApiserverMetrics, SERVICE_ACCOUNTS};
+use support::real::{NodeView, RealServer, upstream};
 use support::*;
 
 const POOLS: usize = 50;
@@ -25,6 +77,10 @@ const NODES: usize = 5_000;
 const BIG: usize = 1_000;
 const IDLE_POLLS: u64 = 10;
 const INTERVAL: &str = "500ms";
+/// Node objects created on the real server at a time.
+const CREATE_CONCURRENCY: usize = 32;
+/// The limit of each wait: only a stuck rollout reaches it.
+const LIMIT: Duration = Duration::from_secs(600);
 
 /// CPU time of every thread of `pid`, in nanoseconds.
 fn cpu_ns(pid: u32) -> u64 {
@@ -73,16 +129,16 @@ fn inventory() -> Inventory {
     inv
 }
 
-fn write_repo(h: &Harness, big_max_pods: u32) {
-    h.repo.write("kubelet-gitops.yaml", &settings_yaml());
+fn write_repo(repo: &ConfigRepo, big_max_pods: u32) {
+    repo.write("kubelet-gitops.yaml", &settings_yaml());
     let rollout = "maxUnavailable: 100%, canary: 0";
     for (i, p) in pool_names().iter().enumerate() {
-        h.repo.write(
+        repo.write(
             &format!("pools/{p}.yaml"),
             &pool_yaml(p, p, rollout, &format!("    maxPods: {}\n", 50 + i)),
         );
     }
-    h.repo.write(
+    repo.write(
         "pools/big.yaml",
         &pool_yaml(
             "big",
@@ -93,26 +149,33 @@ fn write_repo(h: &Harness, big_max_pods: u32) {
     );
 }
 
-fn spawn_reconciler(h: &Harness, admin: &str) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_kubelet-gitops"))
-        .arg("run")
-        .args(["--repo-url", &h.repo.url()])
-        .args([
-            "--kubeconfig",
-            &h.sim.kubeconfig_path().display().to_string(),
-        ])
-        .args([
-            "--cache-dir",
-            &h.dir.path().join("cache").display().to_string(),
-        ])
-        .args(["--interval", INTERVAL])
-        .args(["--admin-addr", admin])
-        .args(["--identity", "bench"])
-        .args(["--log", "warn"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start kubelet-gitops run")
+/// `kubelet-gitops run`, killed when dropped (also when a wait fails).
+struct Reconciler(Child);
+
+impl Reconciler {
+    fn spawn(repo: &ConfigRepo, kubeconfig: &Path, cache: &Path, admin: &str) -> Reconciler {
+        let child = Command::new(env!("CARGO_BIN_EXE_kubelet-gitops"))
+            .arg("run")
+            .args(["--repo-url", &repo.url()])
+            .args(["--kubeconfig", &kubeconfig.display().to_string()])
+            .args(["--cache-dir", &cache.display().to_string()])
+            .args(["--interval", INTERVAL])
+            .args(["--admin-addr", admin])
+            .args(["--identity", "bench"])
+            .args(["--log", "warn"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start kubelet-gitops run");
+        Reconciler(child)
+    }
+}
+
+impl Drop for Reconciler {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 async fn metric(admin: std::net::SocketAddr, series: &str) -> f64 {
@@ -120,47 +183,356 @@ async fn metric(admin: std::net::SocketAddr, series: &str) -> f64 {
     sample(&body, series).unwrap_or(0.0)
 }
 
-fn row(what: &str, value: String, target: &str) {
-    println!("| {what:<58} | {value:>14} | {target:<22} |");
+/// The sum of every series of `name` (all its label sets).
+async fn metric_sum(admin: std::net::SocketAddr, name: &str) -> f64 {
+    let (_, body) = http_get(admin, "/metrics").await;
+    body.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
 }
 
-fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    runtime.block_on(bench());
+/// Accepted writes by (verb, resource), in the sim request log's words.
+type Writes = BTreeMap<(String, String), usize>;
+
+/// What one phase cost the API server, as it counted.
+#[derive(Debug, Default)]
+struct Counted {
+    /// The reconciler's accepted writes.
+    writes: Writes,
+    /// The reconciler's requests of any kind (reads, watches, writes).
+    requests: usize,
+    /// The most patches the reconciler sent one node (the sim's log names the node; the
+    /// real server's metrics do not).
+    most_per_node: Option<usize>,
+    /// Writes by neither the reconciler nor the double: the real API server renewing its
+    /// own Lease.
+    server_own: usize,
+    /// Reads by (verb, resource): the reconciler's on the sim; every client's on the real
+    /// server (its metrics do not say who), for a look at list and watch behaviour.
+    reads: Writes,
+    /// The real API server's CPU time.
+    server_cpu: Option<Duration>,
+    /// Watches the real API server closed because their client fell behind (every
+    /// client's).
+    closed_watches: Option<usize>,
 }
 
-async fn bench() {
-    let started = Instant::now();
-    let mut h = Harness::start(inventory()).await;
-    h.start_agent(AgentOptions {
-        apply_delay: Duration::from_millis(0),
-        ..AgentOptions::default()
-    })
-    .await;
-    write_repo(&h, 100);
-    h.repo.commit("50 pools");
+impl Counted {
+    fn get(&self, verb: &str, resource: &str) -> usize {
+        self.writes
+            .get(&(verb.to_string(), resource.to_string()))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    fn total(&self) -> usize {
+        self.writes.values().sum()
+    }
+
+    /// `node patches / ConfigMaps created / other writes`.
+    fn summary(&self) -> String {
+        let (patches, creates) = (self.get("patch", "nodes"), self.get("create", "configmaps"));
+        let other = self.total() - patches - creates;
+        format!("{patches} / {creates} / {other}")
+    }
+}
+
+/// Where the counting of a phase starts.
+enum Mark {
+    /// The sim's request log was cleared.
+    Sim,
+    /// The real server's counters and the double's accepted patches.
+    Real(ApiserverMetrics, usize),
+}
+
+/// The API server a run goes against, with its config repository.
+enum Server {
+    Sim(Harness),
+    Real {
+        // Dropped in this order: the double, then the server (its processes killed),
+        // then the directory.
+        agent: AgentDouble,
+        server: Box<RealServer>,
+        repo: ConfigRepo,
+        dir: tempfile::TempDir,
+    },
+}
+
+impl Server {
+    /// The simulated API server with the inventory's Nodes, and the double.
+    async fn sim() -> (Server, Setup) {
+        let started = Instant::now();
+        let mut h = Harness::start(inventory()).await;
+        h.start_agent(AgentOptions {
+            apply_delay: Duration::from_millis(0),
+            ..AgentOptions::default()
+        })
+        .await;
+        let setup = Setup {
+            server: started.elapsed(),
+            nodes: None,
+        };
+        eprintln!("sim with {NODES} nodes up in {:.1?}", setup.server);
+        (Server::Sim(h), setup)
+    }
+
+    /// etcd and kube-apiserver with deploy/base, the inventory's Nodes created, the double.
+    async fn real(bins: kubelet_gitops_e2e::real::UpstreamBinaries) -> (Server, Setup) {
+        let started = Instant::now();
+        let dir = tempfile::Builder::new()
+            .prefix("kubelet-gitops-bench-")
+            .tempdir()
+            .expect("temp dir");
+        let server = RealServer::start(&dir.path().join("cluster"), bins).await;
+        let up = started.elapsed();
+        let created = server.create_nodes(&inventory(), CREATE_CONCURRENCY).await;
+        eprintln!(
+            "real: control plane and deploy/base up in {up:.1?}; {NODES} Nodes created in {created:.1?} ({CREATE_CONCURRENCY} at a time)"
+        );
+        let agent = AgentDouble::start(
+            server.admin_kubeconfig(),
+            AgentOptions {
+                apply_delay: Duration::from_millis(0),
+                ..AgentOptions::default()
+            },
+        )
+        .await;
+        let repo = ConfigRepo::init(&dir.path().join("repo"));
+        let server = Server::Real {
+            agent,
+            server: Box::new(server),
+            repo,
+            dir,
+        };
+        (
+            server,
+            Setup {
+                server: up,
+                nodes: Some(created),
+            },
+        )
+    }
+
+    fn repo(&self) -> &ConfigRepo {
+        match self {
+            Server::Sim(h) => &h.repo,
+            Server::Real { repo, .. } => repo,
+        }
+    }
+
+    fn dir(&self) -> &Path {
+        match self {
+            Server::Sim(h) => h.dir.path(),
+            Server::Real { dir, .. } => dir.path(),
+        }
+    }
+
+    /// The reconciler's kubeconfig.
+    fn kubeconfig(&self) -> PathBuf {
+        match self {
+            Server::Sim(h) => h.sim.kubeconfig_path().to_path_buf(),
+            Server::Real { server, .. } => server.reconciler_kubeconfig.clone(),
+        }
+    }
+
+    fn nodes(&self) -> Vec<NodeView> {
+        match self {
+            Server::Sim(h) => h.nodes().iter().map(NodeView::from_value).collect(),
+            Server::Real { server, .. } => server.nodes(),
+        }
+    }
+
+    async fn wait_nodes(&self, what: &str, done: impl Fn(&[NodeView]) -> bool) {
+        eventually(what, LIMIT, || {
+            let nodes = self.nodes();
+            if done(&nodes) {
+                Ok(())
+            } else {
+                let settled = nodes.iter().filter(|n| n.settled_done()).count();
+                Err(format!("{settled} of {} nodes Done", nodes.len()))
+            }
+        })
+        .await;
+    }
+
+    /// Starts counting.
+    async fn mark(&self) -> Mark {
+        match self {
+            Server::Sim(h) => {
+                h.sim.request_log().reset();
+                Mark::Sim
+            }
+            Server::Real { agent, server, .. } => {
+                let (metrics, patches) = server.settled_metrics(agent).await;
+                Mark::Real(metrics, patches)
+            }
+        }
+    }
+
+    /// What was sent since `mark`.
+    async fn count(&self, mark: Mark) -> Counted {
+        match (self, mark) {
+            (Server::Sim(h), Mark::Sim) => {
+                let entries = h.sim.request_log().entries();
+                Counted {
+                    writes: reconciler_writes(&entries),
+                    requests: entries
+                        .iter()
+                        .filter(|e| matches!(writer(e), Writer::Reconciler(_)))
+                        .count(),
+                    most_per_node: Some(
+                        assignments_per_node(&entries)
+                            .values()
+                            .max()
+                            .copied()
+                            .unwrap_or(0),
+                    ),
+                    server_own: 0,
+                    reads: entries
+                        .iter()
+                        .filter(|e| matches!(writer(e), Writer::Reconciler(_)))
+                        .filter(|e| {
+                            !matches!(e.verb.as_str(), "create" | "update" | "patch" | "delete")
+                        })
+                        .fold(Writes::new(), |mut m, e| {
+                            *m.entry((e.verb.clone(), e.resource.clone())).or_default() += 1;
+                            m
+                        }),
+                    server_cpu: None,
+                    closed_watches: None,
+                }
+            }
+            (Server::Real { agent, server, .. }, Mark::Real(before, agent_before)) => {
+                let (after, agent_after) = server.settled_metrics(agent).await;
+                let mut writes = after.writes_since(&before);
+                let key = ("patch".to_string(), "nodes".to_string());
+                let agents = agent_after - agent_before;
+                let nodes = writes.get(&key).copied().unwrap_or(0);
+                writes.insert(key, nodes.saturating_sub(agents));
+                let server_own = writes
+                    .iter()
+                    .filter(|((_, resource), _)| resource == "leases")
+                    .map(|(_, n)| n)
+                    .sum();
+                writes.retain(|(_, resource), n| *n > 0 && resource != "leases");
+                Counted {
+                    writes,
+                    requests: after.dispatched_since(&before, SERVICE_ACCOUNTS),
+                    most_per_node: None,
+                    server_own,
+                    reads: after.reads_since(&before),
+                    server_cpu: Some(after.cpu_since(&before)),
+                    closed_watches: Some(after.terminated_watchers_since(&before).values().sum()),
+                }
+            }
+            _ => unreachable!("a mark of another server"),
+        }
+    }
+
+    async fn shutdown(self) {
+        match self {
+            Server::Sim(h) => h.shutdown().await,
+            Server::Real {
+                agent, server, dir, ..
+            } => {
+                agent.stop().await;
+                drop(server);
+                if std::env::var_os(kubelet_gitops_e2e::KEEP_ENV).is_some() {
+                    eprintln!("real: kept {} (logs in cluster/logs)", dir.keep().display());
+                }
+            }
+        }
+    }
+}
+
+/// How long the server took to be ready.
+struct Setup {
+    /// Up (the sim: with its Nodes; the real one: control plane and deploy/base).
+    server: Duration,
+    /// Creating the Node objects (the real server).
+    nodes: Option<Duration>,
+}
+
+/// One server's figures.
+struct Figures {
+    setup: Setup,
+    initial: Duration,
+    initial_counted: Counted,
+    idle_polls: f64,
+    idle: Counted,
+    cpu_per_poll: Duration,
+    reconcile_wall: Duration,
+    change: Duration,
+    changed: Counted,
+    /// Nodes of pool big on a new ConfigMap, and Done on it.
+    changed_nodes: usize,
+    /// The reconciler's failed API requests over the run (its own count).
+    api_errors: f64,
+    hwm_mb: f64,
+    rss_mb: f64,
+}
+
+impl Figures {
+    fn patches(&self) -> usize {
+        self.changed.get("patch", "nodes")
+    }
+
+    fn creates(&self) -> usize {
+        self.changed.get("create", "configmaps")
+    }
+
+    fn other(&self) -> usize {
+        self.changed.total() - self.patches() - self.creates()
+    }
+
+    /// Whether the targets hold: one write per node and one ConfigMap per pool in the
+    /// initial rollout, none while idle, one per node of the changed pool and its
+    /// ConfigMap. The sim's log shows one write per node node by node; on the real
+    /// server, 1,000 patches and 1,000 nodes changed can only be one each.
+    fn ok(&self) -> bool {
+        self.initial_counted.summary() == format!("{NODES} / {POOLS} / 0")
+            && self.idle.writes.is_empty()
+            && self.cpu_per_poll < Duration::from_millis(50)
+            && self.patches() == BIG
+            && self.creates() == 1
+            && self.other() == 0
+            && self.changed_nodes == BIG
+            && self.changed.most_per_node.is_none_or(|m| m == 1)
+    }
+}
+
+/// The three phases against `server`.
+async fn measure(server: &Server, setup: Setup, label: &str) -> Figures {
+    write_repo(server.repo(), 100);
+    server.repo().commit("50 pools");
     let admin_port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("free port");
     let admin = admin_port.to_string();
-    eprintln!("sim with {NODES} nodes up in {:?}", started.elapsed());
 
+    let mark = server.mark().await;
     let t = Instant::now();
-    let mut child = spawn_reconciler(&h, &admin);
-    let pid = child.id();
-    eprintln!("kubelet-gitops run is pid {pid}");
-    h.wait_nodes("initial rollout", Duration::from_secs(600), |nodes| {
-        nodes.iter().all(settled_done)
-    })
-    .await;
+    let child = Reconciler::spawn(
+        server.repo(),
+        &server.kubeconfig(),
+        &server.dir().join("cache"),
+        &admin,
+    );
+    let pid = child.0.id();
+    eprintln!("{label}: kubelet-gitops run is pid {pid}");
+    server
+        .wait_nodes("initial rollout", |nodes| {
+            nodes.len() == NODES && nodes.iter().all(NodeView::settled_done)
+        })
+        .await;
     let initial = t.elapsed();
+    eprintln!("{label}: initial rollout done in {initial:.1?}");
+    let initial_counted = server.count(mark).await;
 
     // Idle: let the caches settle, then measure whole poll cycles.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    h.sim.request_log().reset();
+    let mark = server.mark().await;
     let polls = "kubelet_gitops_git_polls_total{result=\"unchanged\"}";
     let (p0, c0) = (metric(admin_port, polls).await, cpu_ns(pid));
     let r_sum0 = metric(admin_port, "kubelet_gitops_reconcile_duration_seconds_sum").await;
@@ -190,124 +562,89 @@ async fn bench() {
         "kubelet_gitops_reconcile_duration_seconds_count",
     )
     .await;
-    let idle_entries = h.sim.request_log().entries();
-    let idle_writes: usize = reconciler_writes(&idle_entries).values().sum();
-    let idle_requests = idle_entries
-        .iter()
-        .filter(|e| matches!(writer(e), Writer::Reconciler(_)))
-        .count();
+    let idle = server.count(mark).await;
     let cpu_per_poll = Duration::from_nanos((c1 - c0) / ((p1 - p0) as u64).max(1));
     let reconcile_wall = Duration::from_secs_f64((r_sum1 - r_sum0) / (r_cnt1 - r_cnt0).max(1.0));
 
     // One pool changes.
-    let old: Vec<Option<String>> = h
+    let old: BTreeMap<String, Option<String>> = server
         .nodes()
         .iter()
-        .filter(|n| pool_of(n) == Some("big"))
-        .map(desired_name)
+        .filter(|n| n.pool.as_deref() == Some("big"))
+        .map(|n| (n.name.clone(), n.desired_name()))
         .collect();
-    h.sim.request_log().reset();
-    write_repo(&h, 101);
+    let moved = |n: &NodeView| {
+        old.get(&n.name)
+            .is_some_and(|o| n.settled_done() && n.desired_name() != *o)
+    };
+    let mark = server.mark().await;
+    write_repo(server.repo(), 101);
     let t = Instant::now();
-    h.repo.commit("change pool big");
-    h.wait_nodes("pool big rolled out", Duration::from_secs(600), |nodes| {
-        let big: Vec<_> = nodes.iter().filter(|n| pool_of(n) == Some("big")).collect();
-        big.iter().all(|n| settled_done(n))
-            && big.iter().zip(&old).all(|(n, o)| desired_name(n) != *o)
-    })
-    .await;
-    let change = t.elapsed();
-    let entries = h.sim.request_log().entries();
-    let writes = reconciler_writes(&entries);
-    let patches = writes
-        .get(&("patch".into(), "nodes".into()))
-        .copied()
-        .unwrap_or(0);
-    let creates = writes
-        .get(&("create".into(), "configmaps".into()))
-        .copied()
-        .unwrap_or(0);
-    let other: usize = writes.values().sum::<usize>() - patches - creates;
-    let per_node = assignments_per_node(&entries);
-    let changed_nodes = h
-        .nodes()
-        .iter()
-        .filter(|n| {
-            pool_of(n) == Some("big") && n["metadata"]["annotations"][DESIRED_CONFIG].is_string()
+    server.repo().commit("change pool big");
+    server
+        .wait_nodes("pool big rolled out", |nodes| {
+            nodes.iter().filter(|n| moved(n)).count() == old.len()
         })
-        .count();
+        .await;
+    let change = t.elapsed();
+    let changed = server.count(mark).await;
+    let changed_nodes = server.nodes().iter().filter(|n| moved(n)).count();
+    let api_errors = metric_sum(admin_port, "kubelet_gitops_api_errors_total").await;
     let hwm_mb = status_kb(pid, "VmHWM") as f64 / 1024.0;
     let rss_mb = status_kb(pid, "VmRSS") as f64 / 1024.0;
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(child);
+    Figures {
+        setup,
+        initial,
+        initial_counted,
+        idle_polls: p1 - p0,
+        idle,
+        cpu_per_poll,
+        reconcile_wall,
+        change,
+        changed,
+        changed_nodes,
+        api_errors,
+        hwm_mb,
+        rss_mb,
+    }
+}
 
-    println!();
-    println!(
-        "kubelet-gitops run: {NODES} nodes, {POOLS} pools (simulated API server, agents played by a test double)"
-    );
-    println!();
-    println!("| {:<58} | {:>14} | {:<22} |", "measure", "value", "target");
-    println!("|{}|{}|{}|", "-".repeat(60), "-".repeat(16), "-".repeat(24));
-    row(
-        "initial rollout, 5,000 nodes at maxUnavailable 100% (wall)",
-        format!("{initial:.2?}"),
-        "",
-    );
-    row(
-        &format!("idle: API writes during {} unchanged polls", p1 - p0),
-        idle_writes.to_string(),
-        "0",
-    );
-    row(
-        "idle: API requests of any kind by the reconciler",
-        idle_requests.to_string(),
-        "",
-    );
-    row(
-        "idle: CPU per poll cycle (fetch + resync reconcile)",
-        format!("{cpu_per_poll:.2?}"),
-        "< 50 ms",
-    );
-    row(
-        "idle: wall time of one resync reconcile",
-        format!("{reconcile_wall:.2?}"),
-        "",
-    );
-    row(
-        "change 1 pool of 1,000 nodes: wall, commit to all Done",
-        format!("{change:.2?}"),
-        "",
-    );
-    row(
-        "change: node patches",
-        patches.to_string(),
-        &format!("= {BIG} (one per node)"),
-    );
-    row(
-        "change: most patches of one node",
-        per_node.values().max().copied().unwrap_or(0).to_string(),
-        "1",
-    );
-    row("change: ConfigMaps created", creates.to_string(), "1");
-    row("change: other writes", other.to_string(), "0");
-    row(
-        "change: nodes of pool big on the new ConfigMap",
-        changed_nodes.to_string(),
-        &BIG.to_string(),
-    );
-    row(
-        "reconciler peak RSS (VmHWM)",
-        format!("{hwm_mb:.1} MiB"),
-        "",
-    );
-    row("reconciler RSS at the end", format!("{rss_mb:.1} MiB"), "");
-    println!();
-    let ok = idle_writes == 0
-        && cpu_per_poll < Duration::from_millis(50)
-        && patches == BIG
-        && creates == 1
-        && other == 0
-        && per_node.values().all(|&n| n == 1);
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(bench());
+}
+
+async fn bench() {
+    let started = Instant::now();
+    // First, so that a required but missing real server fails before the sim run.
+    let bins = upstream("the reconcile benchmark's real kube-apiserver column");
+    let (server, setup) = Server::sim().await;
+    let sim = measure(&server, setup, "sim").await;
+    server.shutdown().await;
+    eprintln!("sim run took {:.1?}", started.elapsed());
+
+    let real = match bins {
+        Ok(bins) => {
+            let t = Instant::now();
+            let (server, setup) = Server::real(bins).await;
+            let figures = measure(&server, setup, "real").await;
+            server.shutdown().await;
+            eprintln!("real run took {:.1?}", t.elapsed());
+            Ok(figures)
+        }
+        Err(why) => Err(why),
+    };
+
+    print_table(&sim, real.as_ref().ok());
+    if let Err(why) = &real {
+        println!("SKIPPED: the real kube-apiserver column: {why}");
+    }
+    println!("benchmark took {:.1?}", started.elapsed());
+    let ok = sim.ok() && real.as_ref().ok().is_none_or(Figures::ok);
     println!(
         "{}",
         if ok {
@@ -316,8 +653,196 @@ async fn bench() {
             "TARGETS MISSED"
         }
     );
-    h.shutdown().await;
     if !ok {
         std::process::exit(1);
+    }
+}
+
+fn row(what: &str, sim: String, real: Option<String>, target: &str) {
+    let real = real.unwrap_or_else(|| "skipped".into());
+    println!("| {what:<58} | {sim:>13} | {real:>13} | {target:<23} |");
+}
+
+/// A figure of each server: the real one's `None` when skipped.
+fn both<T>(sim: &Figures, real: Option<&Figures>, f: impl Fn(&Figures) -> T) -> (T, Option<T>) {
+    (f(sim), real.map(f))
+}
+
+fn print_table(sim: &Figures, real: Option<&Figures>) {
+    let line = |what: &str, (s, r): (String, Option<String>), target: &str| row(what, s, r, target);
+    let dur = |d: Duration| format!("{d:.2?}");
+    println!();
+    println!(
+        "kubelet-gitops run: {NODES} nodes, {POOLS} pools; agents played by a test double; sim = simulated API server, real = kube-apiserver v1.36 + etcd"
+    );
+    println!();
+    println!(
+        "| {:<58} | {:>13} | {:>13} | {:<23} |",
+        "measure", "sim", "real", "target"
+    );
+    println!(
+        "|{}|{}|{}|{}|",
+        "-".repeat(60),
+        "-".repeat(15),
+        "-".repeat(15),
+        "-".repeat(25)
+    );
+    line(
+        "setup: API server up (sim: with its Nodes)",
+        both(sim, real, |f| dur(f.setup.server)),
+        "",
+    );
+    line(
+        &format!("setup: {NODES} Node objects created, {CREATE_CONCURRENCY} at a time"),
+        (
+            "(in setup)".into(),
+            real.map(|f| f.setup.nodes.map(dur).unwrap_or_default()),
+        ),
+        "",
+    );
+    line(
+        "initial rollout, 5,000 nodes at maxUnavailable 100% (wall)",
+        both(sim, real, |f| dur(f.initial)),
+        "",
+    );
+    line(
+        "initial: node patches / ConfigMaps created / other writes",
+        both(sim, real, |f| f.initial_counted.summary()),
+        &format!("{NODES} / {POOLS} / 0"),
+    );
+    line(
+        "initial: API requests of any kind by the reconciler",
+        both(sim, real, |f| f.initial_counted.requests.to_string()),
+        "",
+    );
+    line(
+        &format!("idle: API writes during {} unchanged polls", sim.idle_polls),
+        both(sim, real, |f| f.idle.total().to_string()),
+        "0",
+    );
+    line(
+        "idle: API requests of any kind by the reconciler",
+        both(sim, real, |f| f.idle.requests.to_string()),
+        "",
+    );
+    line(
+        "idle: the API server's own writes meanwhile (its Lease)",
+        both(sim, real, |f| f.idle.server_own.to_string()),
+        "",
+    );
+    line(
+        "idle: CPU per poll cycle (fetch + resync reconcile)",
+        both(sim, real, |f| dur(f.cpu_per_poll)),
+        "< 50 ms",
+    );
+    line(
+        "idle: wall time of one resync reconcile",
+        both(sim, real, |f| dur(f.reconcile_wall)),
+        "",
+    );
+    line(
+        "change 1 pool of 1,000 nodes: wall, commit to all Done",
+        both(sim, real, |f| dur(f.change)),
+        "",
+    );
+    line(
+        "change: node patches",
+        both(sim, real, |f| f.patches().to_string()),
+        &format!("= {BIG} (one per node)"),
+    );
+    line(
+        "change: most patches of one node",
+        both(sim, real, |f| {
+            f.changed
+                .most_per_node
+                .map_or_else(|| "n/a".to_string(), |m| m.to_string())
+        }),
+        "1",
+    );
+    line(
+        "change: ConfigMaps created",
+        both(sim, real, |f| f.creates().to_string()),
+        "1",
+    );
+    line(
+        "change: other writes",
+        both(sim, real, |f| f.other().to_string()),
+        "0",
+    );
+    line(
+        "change: API requests of any kind by the reconciler",
+        both(sim, real, |f| f.changed.requests.to_string()),
+        "",
+    );
+    line(
+        "change: nodes of pool big Done on the new ConfigMap",
+        both(sim, real, |f| f.changed_nodes.to_string()),
+        &BIG.to_string(),
+    );
+    let cpu = |c: &Counted| c.server_cpu.map_or_else(|| "n/a".to_string(), dur);
+    line(
+        "real API server CPU, all clients: initial rollout",
+        both(sim, real, |f| cpu(&f.initial_counted)),
+        "",
+    );
+    line(
+        "real API server CPU, all clients: the change",
+        both(sim, real, |f| cpu(&f.changed)),
+        "",
+    );
+    line(
+        "real API server: watches it closed, client too slow (all)",
+        both(sim, real, |f| {
+            let phases = [&f.initial_counted, &f.idle, &f.changed].map(|c| c.closed_watches);
+            match phases {
+                [Some(a), Some(b), Some(c)] => format!("{a} / {b} / {c}"),
+                _ => "n/a".into(),
+            }
+        }),
+        "initial / idle / change",
+    );
+    line(
+        "reconciler's failed API requests, whole run (its metrics)",
+        both(sim, real, |f| (f.api_errors as u64).to_string()),
+        "",
+    );
+    line(
+        "reconciler peak RSS (VmHWM)",
+        both(sim, real, |f| format!("{:.1} MiB", f.hwm_mb)),
+        "",
+    );
+    line(
+        "reconciler RSS at the end",
+        both(sim, real, |f| format!("{:.1} MiB", f.rss_mb)),
+        "",
+    );
+    println!();
+    if real.is_some() {
+        println!(
+            "real: writes from kube-apiserver's apiserver_request_total, less the agent double's accepted node patches and the API server's Lease renewals; requests of any kind from the `service-accounts` flow schema (the reconciler's token); most patches of one node is not in the metrics: {BIG} patches and {BIG} nodes changed means one each"
+        );
+    }
+    for (label, f) in [("sim", Some(sim)), ("real", real)].into_iter() {
+        let Some(f) = f else { continue };
+        let who = if label == "sim" {
+            "the reconciler's"
+        } else {
+            "every client's"
+        };
+        for (phase, c) in [
+            ("initial", &f.initial_counted),
+            ("idle", &f.idle),
+            ("change", &f.changed),
+        ] {
+            println!("{label} {phase}: reads ({who}): {:?}", c.reads);
+        }
+    }
+    for (label, f) in [("sim", Some(sim)), ("real", real)] {
+        if let Some(f) = f.filter(|f| !f.ok()) {
+            println!(
+                "{label}: idle writes {:?}; change writes {:?}",
+                f.idle.writes, f.changed.writes
+            );
+        }
     }
 }

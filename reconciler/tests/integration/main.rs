@@ -20,6 +20,7 @@ mod plan;
 mod readme;
 mod resume_sim;
 mod run_args;
+mod run_real;
 mod run_sim;
 mod status_forges;
 mod status_notes;

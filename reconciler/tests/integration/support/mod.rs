@@ -5,12 +5,16 @@
 //! the binaries declare) need no sim; [`serial`] keeps the heaviest tests apart.
 #![allow(dead_code)] // The benchmark includes this module too, and uses part of it.
 
+pub mod apiserver;
 pub mod commands;
 pub mod options;
+pub mod real;
 pub mod serial;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -176,28 +180,17 @@ impl Harness {
 
     /// Starts the agent double (see [`AgentDouble`]).
     pub async fn start_agent(&mut self, options: AgentOptions) {
-        self.agent = Some(AgentDouble::start(&self.sim, options).await);
+        self.agent = Some(AgentDouble::start(self.sim.kubeconfig_path(), options).await);
     }
 
     /// A run configuration for replica `identity` against this sim and repository.
     pub fn run_config(&self, identity: &str) -> RunConfig {
-        let git = GitConfig {
-            url: self.repo.url(),
-            branch: "main".into(),
-            auth: GitAuth::None,
-            cache_dir: self.dir.path().join(format!("cache-{identity}")),
-            extra_refspecs: Vec::new(),
-        };
-        let mut c = RunConfig::new(
-            git,
-            KubeSource::Kubeconfig(self.sim.kubeconfig_path().to_path_buf()),
+        run_config(
+            &self.repo,
+            self.sim.kubeconfig_path(),
+            &self.dir.path().join(format!("cache-{identity}")),
             identity,
-        );
-        c.interval = Duration::from_millis(300);
-        c.admin_addr = Some("127.0.0.1:0".parse().unwrap());
-        c.min_reconcile_interval = Duration::from_millis(50);
-        c.failure_backoff = (Duration::from_millis(100), Duration::from_secs(2));
-        c
+        )
     }
 
     /// Starts a reconciler.
@@ -294,6 +287,33 @@ impl Harness {
         r.stop().await.unwrap();
         self.shutdown().await;
     }
+}
+
+/// A run configuration for replica `identity` following `repo` with the API server of
+/// `kubeconfig`, its git cache in `cache_dir`: quick polls and retries, an admin port.
+pub fn run_config(
+    repo: &ConfigRepo,
+    kubeconfig: &Path,
+    cache_dir: &Path,
+    identity: &str,
+) -> RunConfig {
+    let git = GitConfig {
+        url: repo.url(),
+        branch: "main".into(),
+        auth: GitAuth::None,
+        cache_dir: cache_dir.to_path_buf(),
+        extra_refspecs: Vec::new(),
+    };
+    let mut c = RunConfig::new(
+        git,
+        KubeSource::Kubeconfig(kubeconfig.to_path_buf()),
+        identity,
+    );
+    c.interval = Duration::from_millis(300);
+    c.admin_addr = Some("127.0.0.1:0".parse().unwrap());
+    c.min_reconcile_interval = Duration::from_millis(50);
+    c.failure_backoff = (Duration::from_millis(100), Duration::from_secs(2));
+    c
 }
 
 /// The Nodes and ConfigMaps at one moment ([`Harness::snapshot`]).
@@ -441,18 +461,25 @@ impl Default for AgentOptions {
 /// removed it reports local. Each node is handled by its own worker, one change at a
 /// time, as the real agent does. Its writes go over HTTP with User-Agent
 /// `agent-double/applying` and `agent-double/outcome`, so the request log tells when
-/// each node started and finished.
+/// each node started and finished. It counts the patches the server accepted
+/// ([`AgentDouble::patches`]): on a real API server, whose metrics do not say who wrote,
+/// that tells its node patches from the reconciler's.
 pub struct AgentDouble {
     stop: CancellationToken,
     task: tokio::task::JoinHandle<()>,
+    patches: Arc<AtomicUsize>,
 }
 
 impl AgentDouble {
-    async fn start(sim: &Sim, options: AgentOptions) -> AgentDouble {
-        let applying = client(sim, &format!("{AGENT_UA}/applying")).await;
-        let outcome = client(sim, &format!("{AGENT_UA}/outcome")).await;
+    /// Starts the double against the API server of `kubeconfig` (the sim's, or a real
+    /// server's admin kubeconfig).
+    pub async fn start(kubeconfig: &Path, options: AgentOptions) -> AgentDouble {
+        let applying = client_for(kubeconfig, &format!("{AGENT_UA}/applying")).await;
+        let outcome = client_for(kubeconfig, &format!("{AGENT_UA}/outcome")).await;
         let stop = CancellationToken::new();
         let stop2 = stop.clone();
+        let patches = Arc::new(AtomicUsize::new(0));
+        let patches2 = patches.clone();
         let task = tokio::spawn(async move {
             let api: Api<PartialObjectMeta<Node>> = Api::all(applying.clone());
             let mut workers: HashMap<String, watch::Sender<Option<String>>> = HashMap::new();
@@ -485,6 +512,7 @@ impl AgentDouble {
                         outcome: outcome.clone(),
                         options: options.clone(),
                         stop: stop2.clone(),
+                        patches: patches2.clone(),
                         observed: node
                             .metadata
                             .annotations
@@ -501,10 +529,20 @@ impl AgentDouble {
                 });
             }
         });
-        AgentDouble { stop, task }
+        AgentDouble {
+            stop,
+            task,
+            patches,
+        }
     }
 
-    async fn stop(self) {
+    /// Node patches the server accepted so far.
+    pub fn patches(&self) -> usize {
+        self.patches.load(Ordering::SeqCst)
+    }
+
+    /// Stops the double and its workers.
+    pub async fn stop(self) {
         self.stop.cancel();
         let _ = self.task.await;
     }
@@ -516,6 +554,7 @@ struct Worker {
     outcome: kube::Client,
     options: AgentOptions,
     stop: CancellationToken,
+    patches: Arc<AtomicUsize>,
     /// What the node's observed-config said when the worker started.
     observed: Option<String>,
 }
@@ -593,7 +632,10 @@ impl Worker {
                 .patch_metadata(&self.node, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
             {
-                Ok(_) => return,
+                Ok(_) => {
+                    self.patches.fetch_add(1, Ordering::SeqCst);
+                    return;
+                }
                 Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
             }
         }
@@ -602,7 +644,12 @@ impl Worker {
 
 /// A kube client for the sim with User-Agent `ua`.
 pub async fn client(sim: &Sim, ua: &str) -> kube::Client {
-    let kc = kube::config::Kubeconfig::read_from(sim.kubeconfig_path()).unwrap();
+    client_for(sim.kubeconfig_path(), ua).await
+}
+
+/// A kube client for the API server of `kubeconfig` with User-Agent `ua`.
+pub async fn client_for(kubeconfig: &Path, ua: &str) -> kube::Client {
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
     let mut config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
         .await
         .unwrap();
