@@ -310,25 +310,39 @@ impl Store {
         let bookmarks = opts.allow_bookmarks;
         let interval =
             Duration::from_millis(self.inner.bookmark_interval_ms.load(Ordering::Relaxed));
-        let deadline = opts.timeout.map(|t| tokio::time::Instant::now() + t);
+        let start = tokio::time::Instant::now();
+        let deadline = opts.timeout.map(|t| start + t);
+        // As upstream's watch cache: a bookmark 2 s before the deadline too, when that is
+        // still ahead (so a client sees the resourceVersion it resumes from).
+        let mut pre_timeout = deadline
+            .and_then(|d| d.checked_sub(Duration::from_secs(2)))
+            .filter(|p| *p > start && bookmarks);
         handle.spawn(async move {
-            let mut next_bookmark = tokio::time::Instant::now() + interval;
+            let mut next_bookmark = start + interval;
             loop {
-                let wake = match deadline {
+                let mut wake = match deadline {
                     Some(d) if !bookmarks || d <= next_bookmark => d,
                     _ => next_bookmark,
                 };
+                if let Some(p) = pre_timeout {
+                    wake = wake.min(p);
+                }
                 tokio::time::sleep_until(wake).await;
                 let Some(inner) = weak.upgrade() else { return };
                 let store = Store { inner };
-                if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
+                let now = tokio::time::Instant::now();
+                if deadline.is_some_and(|d| now >= d) {
                     let mut st = store.write();
                     if let Some(t) = st.tables.get_mut(&table_key) {
                         t.watchers.remove(&id);
                     }
                     return;
                 }
-                next_bookmark += interval;
+                if pre_timeout.is_some_and(|p| now >= p) {
+                    pre_timeout = None;
+                } else {
+                    next_bookmark += interval;
+                }
                 let failed = {
                     let st = store.read();
                     let Some(w) = st.tables.get(&table_key).and_then(|t| t.watchers.get(&id)) else {
