@@ -195,9 +195,10 @@ mod tests {
         assert_eq!(c["metadata"]["namespace"], "default");
         assert_eq!(c["metadata"]["managedFields"][0]["manager"], "me");
         assert_eq!(c["metadata"]["managedFields"][0]["operation"], "Update");
+        // The map the create made is a field of its own (`.`), as upstream records it.
         assert_eq!(
             c["metadata"]["managedFields"][0]["fieldsV1"],
-            json!({"f:data": {"f:k": {}}})
+            json!({"f:data": {".": {}, "f:k": {}}})
         );
         assert_eq!(s.get(configmaps(), Some("default"), "a").unwrap(), c);
         let c2 = s
@@ -266,12 +267,11 @@ mod tests {
         assert_eq!(e.code, 400);
         let mut with_rv = cm("c", json!({}));
         with_rv["metadata"]["resourceVersion"] = json!("5");
-        assert_eq!(
-            s.create(configmaps(), Some("default"), with_rv, &wo("m"))
-                .unwrap_err()
-                .code,
-            400
-        );
+        // Upstream answers with a plain error: 500, no reason.
+        let e = s
+            .create(configmaps(), Some("default"), with_rv, &wo("m"))
+            .unwrap_err();
+        assert_eq!((e.code, e.reason), (500, ""));
         // Dry run validates but stores nothing.
         let before = s.current_resource_version();
         let d = s

@@ -525,7 +525,8 @@ mod tests {
             .unwrap();
         assert_eq!(u["status"]["conditions"][0]["status"], "True");
         assert_eq!(u["spec"]["unschedulable"], true);
-        // Status subresource: only status changes.
+        // Status subresource: the spec stays; status and metadata change (as upstream's
+        // Node status strategy, which copies only the old spec).
         let mut st = u.clone();
         st["status"]["conditions"][0]["status"] = json!("False");
         st["spec"]["unschedulable"] = json!(false);
@@ -535,7 +536,7 @@ mod tests {
             .unwrap();
         assert_eq!(u2["status"]["conditions"][0]["status"], "False");
         assert_eq!(u2["spec"]["unschedulable"], true);
-        assert_eq!(u2["metadata"]["labels"], json!({"pool": "a"}));
+        assert_eq!(u2["metadata"]["labels"], json!({"changed": "yes"}));
         let mf = u2["metadata"]["managedFields"].as_array().unwrap();
         assert!(
             mf.iter()
