@@ -132,10 +132,12 @@ async fn script(t: &Target) {
     node_patches(t).await;
     node_status(t).await;
     node_watches(t).await;
+    ownership(t).await;
     configmaps(t).await;
     configmap_watches(t).await;
     leases(t).await;
     events(t).await;
+    secrets(t).await;
     pods(t).await;
     kubectl(t).await;
     node_delete(t).await;
@@ -887,6 +889,151 @@ async fn node_watches(t: &Target) {
         ),
         None => t.fail("the agent's watch sees the heartbeat", "no event"),
     }
+}
+
+/// managedFields in the cases that differ between an Update and an apply, the main
+/// resource and `status`.
+async fn ownership(t: &Target) {
+    let of = |a: &Answer, manager: &str| {
+        json!(
+            managed(&a.body)
+                .as_array()
+                .map(|l| l
+                    .iter()
+                    .filter(|e| e["manager"] == manager)
+                    .cloned()
+                    .collect::<Vec<_>>())
+        )
+    };
+    let lists = t
+        .patch(
+            "/api/v1/nodes/parity-b/status?fieldManager=parity-lists",
+            MERGE,
+            &json!({"status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.2"}],
+                               "conditions": [{"type": "Ready", "status": "True"}, {"type": "PIDPressure", "status": "False"}]}}),
+        )
+        .await;
+    // The new list and element are fields of their own (`.`); the null times a decoded
+    // condition has are fields too, set (PIDPressure) or changed (Ready); Ready's
+    // reason and message went, so nobody owns them.
+    t.check(
+        "a status write that creates a list and replaces another",
+        json!([lists.code, of(&lists, "parity-lists")]),
+        json!([200, [{"manager": "parity-lists", "operation": "Update", "apiVersion": "v1",
+            "fieldsType": "FieldsV1", "subresource": "status", "fieldsV1": {"f:status": {
+                "f:addresses": {".": {}, "k:{\"type\":\"InternalIP\"}": {".": {}, "f:address": {}, "f:type": {}}},
+                "f:conditions": {
+                    "k:{\"type\":\"PIDPressure\"}": {".": {}, "f:lastHeartbeatTime": {}, "f:lastTransitionTime": {}, "f:status": {}, "f:type": {}},
+                    "k:{\"type\":\"Ready\"}": {"f:lastHeartbeatTime": {}, "f:lastTransitionTime": {}},
+                },
+            }}}]]),
+    );
+    let labels = t
+        .patch(
+            "/api/v1/nodes/parity-b/status?fieldManager=parity-status-meta",
+            MERGE,
+            &json!({"metadata": {"labels": {"parity/by-status": "1"}}}),
+        )
+        .await;
+    t.check(
+        "a status write owns the metadata it changes",
+        json!([labels.code, of(&labels, "parity-status-meta")]),
+        json!([200, [{"manager": "parity-status-meta", "operation": "Update", "apiVersion": "v1",
+            "fieldsType": "FieldsV1", "subresource": "status",
+            "fieldsV1": {"f:metadata": {"f:labels": {"f:parity/by-status": {}}}}}]]),
+    );
+    let applied = t
+        .patch(
+            "/api/v1/nodes/parity-b?fieldManager=parity-apply",
+            APPLY,
+            &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "parity-b",
+                    "annotations": {"parity/applied": "1"}}, "spec": {"podCIDR": "10.1.0.0/24"}}),
+        )
+        .await;
+    t.check(
+        "an apply owns what it names, no more",
+        json!([
+            applied.code,
+            applied.body.pointer("/spec/podCIDRs"),
+            of(&applied, "parity-apply")
+        ]),
+        json!([200, ["10.1.0.0/24"], [{"manager": "parity-apply", "operation": "Apply", "apiVersion": "v1",
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:metadata": {"f:annotations": {"f:parity/applied": {}}}, "f:spec": {"f:podCIDR": {}}}}]]),
+    );
+}
+
+async fn secrets(t: &Target) {
+    let base = format!("/api/v1/namespaces/{NS}/secrets");
+    let created = t
+        .post(
+            &base,
+            &json!({"metadata": {"name": "parity-secret"}, "stringData": {"user": "admin"}}),
+        )
+        .await;
+    t.check(
+        "create a Secret from stringData",
+        created.fields(&["/data", "/stringData", "/type", "/metadata/generation"]),
+        json!({"code": 201, "/data": {"user": "YWRtaW4="}, "/stringData": null, "/type": "Opaque", "/metadata/generation": null}),
+    );
+    let bad = t
+        .post(
+            &base,
+            &json!({"metadata": {"name": "parity-badsecret"}, "data": {"k": "not base64!"}}),
+        )
+        .await;
+    t.check(
+        "create a Secret whose data is not base64",
+        bad.status(),
+        status(
+            400,
+            "BadRequest",
+            "Secret in version \"v1\" cannot be handled as a Secret: illegal base64 data at input byte 3",
+            Value::Null,
+        ),
+    );
+    let v1 = t
+        .post(
+            "/apis/events.k8s.io/v1/namespaces/default/events",
+            &json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+                    "metadata": {"name": "parity-a.v1"},
+                    "eventTime": "2025-01-02T03:04:05.000000Z",
+                    "regarding": {"kind": "Node", "name": "parity-a"},
+                    "reason": "R", "note": "n", "type": "Normal", "action": "A",
+                    "reportingController": "parity/test", "reportingInstance": "i"}),
+        )
+        .await;
+    t.check(
+        "create an events.k8s.io/v1 Event",
+        v1.fields(&[
+            "/eventTime",
+            "/deprecatedSource",
+            "/deprecatedFirstTimestamp",
+            "/deprecatedLastTimestamp",
+            "/deprecatedCount",
+            "/reportingController",
+        ]),
+        json!({"code": 201, "/eventTime": "2025-01-02T03:04:05.000000Z", "/deprecatedSource": {},
+               "/deprecatedFirstTimestamp": null, "/deprecatedLastTimestamp": null,
+               "/deprecatedCount": null, "/reportingController": "parity/test"}),
+    );
+    let core = t
+        .get("/api/v1/namespaces/default/events/parity-a.v1")
+        .await;
+    t.check(
+        "the events.k8s.io/v1 Event through core/v1",
+        core.fields(&[
+            "/eventTime",
+            "/source",
+            "/firstTimestamp",
+            "/count",
+            "/reportingComponent",
+            "/message",
+        ]),
+        json!({"code": 200, "/eventTime": "2025-01-02T03:04:05.000000Z", "/source": {},
+               "/firstTimestamp": null, "/count": null, "/reportingComponent": "parity/test",
+               "/message": "n"}),
+    );
 }
 
 async fn node_delete(t: &Target) {
@@ -1859,6 +2006,49 @@ async fn kubectl(t: &Target) {
             "The request is invalid: the server rejected our request due to an error in our request\n"
         ]),
     );
+    let manifest = t.dir_file(
+        "parity-applied.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: parity-applied\n  namespace: parity\ndata:\n  k: \"1\"\n",
+    );
+    let file = manifest.display().to_string();
+    t.check(
+        "kubectl apply a new ConfigMap",
+        t.kubectl(&["apply", "-f", &file]).await,
+        json!([0, "configmap/parity-applied created\n", ""]),
+    );
+    let changed = t.dir_file(
+        "parity-applied.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: parity-applied\n  namespace: parity\ndata:\n  k: \"2\"\n",
+    );
+    let file = changed.display().to_string();
+    t.check(
+        "kubectl apply it changed",
+        t.kubectl(&["apply", "-f", &file]).await,
+        json!([0, "configmap/parity-applied configured\n", ""]),
+    );
+    t.check(
+        "kubectl apply it again",
+        t.kubectl(&["apply", "-f", &file]).await,
+        json!([0, "configmap/parity-applied unchanged\n", ""]),
+    );
+    t.check(
+        "kubectl apply --server-side it",
+        t.kubectl(&["apply", "--server-side", "-f", &file]).await,
+        json!([0, "configmap/parity-applied serverside-applied\n", ""]),
+    );
+    let applied = t
+        .get(&format!("/api/v1/namespaces/{NS}/configmaps/parity-applied"))
+        .await;
+    // kubectl moves client-side apply's ownership to its server-side manager by editing
+    // managedFields (a JSON patch); the server keeps the last-applied annotation's owner.
+    t.check(
+        "the managers of kubectl's applies",
+        json!([managers(&applied.body), managed_order(&applied.body)]),
+        json!([
+            ["kubectl", "kubectl-last-applied"],
+            ["Apply/kubectl", "Apply/kubectl-last-applied"]
+        ]),
+    );
     t.check(
         "kubectl delete a ConfigMap",
         k(&["delete", "configmap", "parity-mutable", "-n", NS]).await,
@@ -2051,6 +2241,17 @@ impl Target {
             resp: resp.ok(),
             buf: Vec::new(),
         }
+    }
+
+    /// Writes `text` to `name` beside the kubeconfig; its path.
+    fn dir_file(&self, name: &str, text: &str) -> PathBuf {
+        let path = self
+            .kubeconfig
+            .parent()
+            .unwrap_or(Path::new("."))
+            .join(name);
+        std::fs::write(&path, text).expect("a manifest written");
+        path
     }
 
     /// Runs kubectl 1.32 with this server's kubeconfig: `[exit code, stdout, stderr]`.

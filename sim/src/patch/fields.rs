@@ -65,10 +65,6 @@ fn collect_fields(
         Value::Object(_) if is_atomic_struct(kind, dotted) => {
             out.paths.insert(cur.clone());
         }
-        // A null, or an empty struct or map, is no field: upstream's typed objects
-        // drop them (`omitempty`, zero values) before fields are compared.
-        Value::Null => {}
-        Value::Object(m) if m.is_empty() => {}
         Value::Object(m) if !m.is_empty() => {
             if created && is_map_field(kind, dotted) {
                 out.paths.insert(cur.clone());
@@ -313,10 +309,6 @@ fn diff_changed(
                 out.paths.insert(cur.clone());
             }
         }
-        // A null, or an empty struct or map, is no field: upstream's typed objects
-        // drop them (`omitempty`, zero values) before fields are compared.
-        Value::Null => {}
-        Value::Object(m) if m.is_empty() => {}
         Value::Object(m) if !m.is_empty() => {
             let om = old.and_then(Value::as_object);
             if om.is_none() && is_map_field(kind, dotted) {
@@ -393,10 +385,6 @@ fn diff_gone(
     out: &mut FieldSet,
 ) {
     match old {
-        // A null, or an empty struct or map, is no field: upstream's typed objects
-        // drop them (`omitempty`, zero values) before fields are compared.
-        Value::Null => {}
-        Value::Object(m) if m.is_empty() => {}
         Value::Object(m) if !m.is_empty() => {
             let nm = new.and_then(Value::as_object);
             for (k, ov) in m {

@@ -8,7 +8,7 @@ use super::decode::{body_error, decode};
 use super::events::{storage, stored_form, user_error, view};
 use super::managed::{ManagedEntry, render_managed, track_update};
 use super::meta::{meta_str, now_rfc3339, remove_meta, set_meta, with_type_meta};
-use super::strategy::prepare_for_create;
+use super::strategy::{prepare_for_create, strategy_for_create};
 use super::{State, Store, WriteOptions, check_body};
 use crate::error::ApiError;
 use crate::resources::{ResourceType, kinds};
@@ -117,6 +117,7 @@ impl Store {
                 track_update(rt, None, &obj, manager, "")
             }
         };
+        strategy_for_create(rt, &mut obj);
         if !entries.is_empty() {
             set_meta(&mut obj, "managedFields", render_managed(&entries));
         }

@@ -97,6 +97,14 @@ pub(super) fn decode(rt: &ResourceType, obj: &mut Value) -> Result<(), String> {
     Ok(())
 }
 
+/// The kind's zero object: what decoding `{}` gives (the fields every object of the kind
+/// encodes).
+pub(super) fn zero_object(rt: &ResourceType) -> Value {
+    let mut v = json!({});
+    let _ = decode(rt, &mut v);
+    v
+}
+
 /// 400 for a create or update body that does not decode: `Lease in version "v1" cannot
 /// be handled as a Lease: <the decoder's error>`.
 pub(super) fn body_error(rt: &ResourceType, err: &str) -> ApiError {

@@ -115,9 +115,17 @@ pub(super) fn track_update(
     manager: &str,
     sub: &str,
 ) -> Vec<ManagedEntry> {
-    let mut entries = old.map(parse_managed).unwrap_or_default();
-    let empty = Value::Object(Map::new());
-    let old_v = old.unwrap_or(&empty);
+    // managedFields the write itself carries replace the stored ones (a client may edit
+    // them, as kubectl does to move ownership from client-side to server-side apply);
+    // `[{}]` clears them. Otherwise the stored ones, none on a create.
+    let mut entries = match new_managed(new) {
+        Some(given) => given,
+        None => old.map(parse_managed).unwrap_or_default(),
+    };
+    // A create compares with the kind's zero object, which has the fields every object
+    // of the kind encodes (a Node's empty spec, an Event's null times): nobody owns those.
+    let zero = super::decode::zero_object(rt);
+    let old_v = old.unwrap_or(&zero);
     let mut changed = patch::changed_fields(old_v, new, rt.kind);
     restrict_fields(rt, sub, &mut changed);
     let removed = patch::removed_fields(old_v, new, rt.kind);
@@ -150,6 +158,19 @@ pub(super) fn track_update(
     }
     entries.retain(|e| !e.fields.is_empty());
     entries
+}
+
+/// The managedFields an update's object carries when a client set them: `Some(vec![])`
+/// for `[{}]`, `None` when it carries none (or only what was stored: the caller compares).
+fn new_managed(new: &Value) -> Option<Vec<ManagedEntry>> {
+    let list = meta(new)?.get("managedFields")?.as_array()?;
+    if list.is_empty() {
+        return None;
+    }
+    if list.len() == 1 && list[0].as_object().is_some_and(Map::is_empty) {
+        return Some(Vec::new());
+    }
+    Some(parse_managed(new))
 }
 
 /// Only the fields a write to `sub` owns (upstream's reset fields): everything but the

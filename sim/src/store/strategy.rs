@@ -72,13 +72,10 @@ pub(super) fn shape_update(
     }
 }
 
-/// Per-kind defaults and strategy on create.
+/// Per-kind defaults on create (applied as the body is decoded, so the creator owns the
+/// fields they set).
 pub(super) fn prepare_for_create(rt: &ResourceType, obj: &mut Value) {
     if rt.group.is_empty() && rt.kind == "Namespace" {
-        if let Value::Object(m) = obj {
-            m.insert("spec".into(), json!({"finalizers": ["kubernetes"]}));
-            m.insert("status".into(), json!({"phase": "Active"}));
-        }
         let name = meta_str(obj, "name").to_string();
         if !name.is_empty() {
             let labels = obj
@@ -94,6 +91,18 @@ pub(super) fn prepare_for_create(rt: &ResourceType, obj: &mut Value) {
         }
     }
     prepare_secret(rt, obj);
+}
+
+/// Per-kind strategy on create (upstream's `PrepareForCreate`, after the managedFields
+/// are computed: nobody owns what it sets): a Namespace's finalizer and phase.
+pub(super) fn strategy_for_create(rt: &ResourceType, obj: &mut Value) {
+    if rt.group.is_empty()
+        && rt.kind == "Namespace"
+        && let Value::Object(m) = obj
+    {
+        m.insert("spec".into(), json!({"finalizers": ["kubernetes"]}));
+        m.insert("status".into(), json!({"phase": "Active"}));
+    }
 }
 
 /// Secrets: `stringData` is folded into `data` (base64), `type` defaults to Opaque.
