@@ -166,6 +166,33 @@ async fn namespace(t: &Target) {
             "/status": {"phase": "Active"},
         }),
     );
+    // The label is a default (the creator's); the finalizer and phase are the
+    // strategy's (nobody's).
+    t.check(
+        "the Namespace's managedFields",
+        managed(&a.body),
+        json!([{"manager": "unknown", "operation": "Update", "apiVersion": "v1",
+                "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {
+                    ".": {}, "f:kubernetes.io/metadata.name": {}}}}}]),
+    );
+    let plain = t
+        .call_with(
+            "POST",
+            "/api/v1/namespaces",
+            &[("Content-Type", "text/plain")],
+            Some("x".into()),
+        )
+        .await;
+    t.check(
+        "create from a body of an unsupported media type",
+        plain.status(),
+        status(
+            415,
+            "UnsupportedMediaType",
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf",
+            Value::Null,
+        ),
+    );
 }
 
 fn node_body(name: &str, pool: &str) -> Value {
@@ -1328,6 +1355,25 @@ async fn configmaps(t: &Target) {
         ),
     );
     let cms = format!("/api/v1/namespaces/{NS}/configmaps");
+    let empty = t
+        .post(
+            &cms,
+            &json!({"metadata": {"name": "parity-empty", "labels": {}, "annotations": {}}, "data": {}, "binaryData": {}}),
+        )
+        .await;
+    t.check(
+        "empty maps are not stored",
+        json!([
+            empty.code,
+            empty.body.pointer("/metadata/labels"),
+            empty.body.pointer("/metadata/annotations"),
+            empty.body.get("data"),
+            empty.body.get("binaryData"),
+            empty.body.pointer("/metadata/managedFields"),
+        ]),
+        json!([201, null, null, null, null, null]),
+    );
+    let _ = t.delete(&format!("{cms}/parity-empty"), None).await;
     let with_rv = t
         .post(
             &format!("/api/v1/namespaces/{NS}/configmaps"),
@@ -1711,6 +1757,14 @@ async fn leases(t: &Target) {
         offset.fields(&["/spec/renewTime"]),
         json!({"code": 201, "/spec/renewTime": "2025-01-02T01:04:05.123456Z"}),
     );
+    let bare = t
+        .post(&leases, &json!({"metadata": {"name": "parity-bare"}}))
+        .await;
+    t.check(
+        "a Lease without a spec",
+        bare.fields(&["/spec"]),
+        json!({"code": 201, "/spec": {}}),
+    );
     let zero = t
         .post(
             &leases,
@@ -1892,6 +1946,29 @@ async fn events(t: &Target) {
             "/eventTime": null,
             "/reportingComponent": "",
             "/reportingInstance": "",
+        }),
+    );
+    let minimal_v1 = t
+        .get("/apis/events.k8s.io/v1/namespaces/default/events/parity-a.minimal")
+        .await;
+    t.check(
+        "a minimal Event through events.k8s.io/v1",
+        minimal_v1.fields(&[
+            "/reportingController",
+            "/reportingInstance",
+            "/deprecatedSource",
+            "/deprecatedFirstTimestamp",
+            "/deprecatedLastTimestamp",
+            "/eventTime",
+        ]),
+        json!({
+            "code": 200,
+            "/reportingController": null,
+            "/reportingInstance": null,
+            "/deprecatedSource": {},
+            "/deprecatedFirstTimestamp": "2025-01-02T02:04:05Z",
+            "/deprecatedLastTimestamp": null,
+            "/eventTime": null,
         }),
     );
     let bad_time = t
