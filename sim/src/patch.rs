@@ -51,10 +51,7 @@ pub fn is_map_field(kind: &str, path: &str) -> bool {
     matches!(
         (kind, path),
         (_, "metadata.labels" | "metadata.annotations")
-            | (
-                "ConfigMap" | "Secret",
-                "data" | "binaryData" | "stringData"
-            )
+            | ("ConfigMap" | "Secret", "data" | "binaryData" | "stringData")
             | ("Node", "status.capacity" | "status.allocatable")
             | ("Pod", "spec.nodeSelector")
     )

@@ -266,7 +266,10 @@ pub fn parse_go(value: &str, micro: bool) -> Result<Instant, String> {
                 }
                 sec = n;
                 // A fraction the layout does not have is read anyway.
-                if !micro && rest.len() >= 2 && matches!(rest.as_bytes()[0], b'.' | b',') && digit(rest, 1)
+                if !micro
+                    && rest.len() >= 2
+                    && matches!(rest.as_bytes()[0], b'.' | b',')
+                    && digit(rest, 1)
                 {
                     let n = 1 + rest[1..].bytes().take_while(u8::is_ascii_digit).count();
                     nanos = frac(rest, n).ok_or_else(|| cannot(hold, "05"))?;

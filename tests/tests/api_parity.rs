@@ -29,9 +29,7 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Event, EventSource, Node, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
-use kube::api::{
-    Api, DeleteParams, ListParams, Patch, PatchParams, PartialObjectMeta, PostParams,
-};
+use kube::api::{Api, DeleteParams, ListParams, PartialObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kubelet_gitops_e2e::REQUIRE_ENV;
 use kubelet_gitops_e2e::real::{RealCluster, UpstreamBinaries};
@@ -335,7 +333,9 @@ async fn nodes(t: &Target) {
         json!([200, ["parity-a"]]),
     );
     let by_set = t
-        .get("/api/v1/nodes?labelSelector=node.kubernetes.io%2Fpool%20in%20(cpu,gpu),!parity%2Fnone")
+        .get(
+            "/api/v1/nodes?labelSelector=node.kubernetes.io%2Fpool%20in%20(cpu,gpu),!parity%2Fnone",
+        )
         .await;
     t.check(
         "list Nodes by a set-based selector",
@@ -543,9 +543,7 @@ async fn node_patches(t: &Target) {
             Value::Null,
         ),
     );
-    let merge_list = t
-        .patch("/api/v1/nodes/parity-a", MERGE, &json!([1]))
-        .await;
+    let merge_list = t.patch("/api/v1/nodes/parity-a", MERGE, &json!([1])).await;
     t.check(
         "a merge patch that is not an object",
         merge_list.status(),
@@ -639,12 +637,14 @@ async fn node_patches(t: &Target) {
     );
     t.check(
         "Apply entries come first in managedFields",
-        json!(managed_order(&forced.body).as_array().and_then(|a| a.first().cloned())),
+        json!(
+            managed_order(&forced.body)
+                .as_array()
+                .and_then(|a| a.first().cloned())
+        ),
         json!("Apply/two"),
     );
-    let no_manager = t
-        .patch("/api/v1/nodes/parity-a", APPLY, &apply("3"))
-        .await;
+    let no_manager = t.patch("/api/v1/nodes/parity-a", APPLY, &apply("3")).await;
     t.check(
         "apply without a field manager",
         no_manager.status(),
@@ -906,7 +906,9 @@ async fn node_watches(t: &Target) {
     match next_apply(&mut own).await {
         Some(n) => t.check(
             "the agent's watch sees the heartbeat",
-            json!(condition_types(&serde_json::to_value(&n).unwrap_or_default())),
+            json!(condition_types(
+                &serde_json::to_value(&n).unwrap_or_default()
+            )),
             json!([
                 "MemoryPressure",
                 "DiskPressure",
@@ -922,15 +924,12 @@ async fn node_watches(t: &Target) {
 /// resource and `status`.
 async fn ownership(t: &Target) {
     let of = |a: &Answer, manager: &str| {
-        json!(
-            managed(&a.body)
-                .as_array()
-                .map(|l| l
-                    .iter()
-                    .filter(|e| e["manager"] == manager)
-                    .cloned()
-                    .collect::<Vec<_>>())
-        )
+        json!(managed(&a.body).as_array().map(|l| {
+            l.iter()
+                .filter(|e| e["manager"] == manager)
+                .cloned()
+                .collect::<Vec<_>>()
+        }))
     };
     let lists = t
         .patch(
@@ -1044,9 +1043,7 @@ async fn secrets(t: &Target) {
                "/deprecatedFirstTimestamp": null, "/deprecatedLastTimestamp": null,
                "/deprecatedCount": null, "/reportingController": "parity/test"}),
     );
-    let core = t
-        .get("/api/v1/namespaces/default/events/parity-a.v1")
-        .await;
+    let core = t.get("/api/v1/namespaces/default/events/parity-a.v1").await;
     t.check(
         "the events.k8s.io/v1 Event through core/v1",
         core.fields(&[
@@ -1288,7 +1285,11 @@ async fn configmaps(t: &Target) {
             &json!({"metadata": {"name": "parity-mutable"}, "data": {"k": "1"}}),
         )
         .await;
-    t.check("create a mutable ConfigMap", json!(mutable.code), json!(201));
+    t.check(
+        "create a mutable ConfigMap",
+        json!(mutable.code),
+        json!(201),
+    );
     let mut stale = mutable.body.clone();
     stale["data"]["k"] = json!("2");
     let first = t
@@ -1466,13 +1467,19 @@ async fn configmaps(t: &Target) {
     );
 
     // Delete with preconditions, then as the reconciler's garbage collection does.
-    let uid = got.body["metadata"]["uid"].as_str().unwrap_or("").to_string();
+    let uid = got.body["metadata"]["uid"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
     let rv = relabel.body["metadata"]["resourceVersion"]
         .as_str()
         .unwrap_or("")
         .to_string();
     let wrong_uid = t
-        .delete(&path, Some(&json!({"preconditions": {"uid": "parity-uid"}})))
+        .delete(
+            &path,
+            Some(&json!({"preconditions": {"uid": "parity-uid"}})),
+        )
         .await;
     t.check(
         "delete with a uid precondition that fails",
@@ -1487,7 +1494,10 @@ async fn configmaps(t: &Target) {
         ),
     );
     let wrong_rv = t
-        .delete(&path, Some(&json!({"preconditions": {"resourceVersion": "1"}})))
+        .delete(
+            &path,
+            Some(&json!({"preconditions": {"resourceVersion": "1"}})),
+        )
         .await;
     t.check(
         "delete with a resourceVersion precondition that fails",
@@ -1501,7 +1511,10 @@ async fn configmaps(t: &Target) {
             json!({"name": "kubelet-gpu-abc", "kind": "ConfigMap"}),
         ),
     );
-    match api.delete("kubelet-gpu-abc", &DeleteParams::default()).await {
+    match api
+        .delete("kubelet-gpu-abc", &DeleteParams::default())
+        .await
+    {
         Ok(either) => t.check(
             "delete the ConfigMap",
             json!(
@@ -1513,7 +1526,10 @@ async fn configmaps(t: &Target) {
         ),
         Err(e) => t.fail("delete the ConfigMap", e),
     }
-    match api.delete("kubelet-gpu-abc", &DeleteParams::default()).await {
+    match api
+        .delete("kubelet-gpu-abc", &DeleteParams::default())
+        .await
+    {
         Err(kube::Error::Api(s)) => t.check(
             "delete it again: 404, which the reconciler takes as gone",
             json!([s.code, s.reason, s.message]),
@@ -1545,9 +1561,13 @@ async fn configmap_watches(t: &Target) {
         )
         .await
         .code,
-        t.patch(&item, MERGE, &json!({"data": {"k": "v"}})).await.code,
+        t.patch(&item, MERGE, &json!({"data": {"k": "v"}}))
+            .await
+            .code,
         t.patch(&item, MERGE, &labelled("2")).await.code,
-        t.patch(&item, MERGE, &json!({"data": {"k": "w"}})).await.code,
+        t.patch(&item, MERGE, &json!({"data": {"k": "w"}}))
+            .await
+            .code,
         t.patch(&item, MERGE, &labelled("1")).await.code,
         t.delete(&item, None).await.code,
     ];
@@ -1599,11 +1619,7 @@ async fn configmap_watches(t: &Target) {
     let mut events = Vec::new();
     while let Some(e) = initial.next(EVENT_WAIT).await {
         let end = e.pointer("/object/metadata/annotations/k8s.io~1initial-events-end");
-        events.push(json!([
-            e["type"],
-            e.pointer("/object/metadata/name"),
-            end
-        ]));
+        events.push(json!([e["type"], e.pointer("/object/metadata/name"), end]));
         if end.is_some() {
             break;
         }
@@ -1613,9 +1629,7 @@ async fn configmap_watches(t: &Target) {
         json!(events),
         json!([["ADDED", "parity-listed", null], ["BOOKMARK", null, "true"]]),
     );
-    let bad_rv = t
-        .get(&format!("{base}?watch=true&resourceVersion=x"))
-        .await;
+    let bad_rv = t.get(&format!("{base}?watch=true&resourceVersion=x")).await;
     t.check(
         "a watch from a resourceVersion that is not a number",
         bad_rv.status(),
@@ -2039,7 +2053,15 @@ async fn kubectl(t: &Target) {
     );
     t.check(
         "kubectl get Nodes by label",
-        k(&["get", "nodes", "-l", "node.kubernetes.io/pool=gpu", "-o", "name"]).await,
+        k(&[
+            "get",
+            "nodes",
+            "-l",
+            "node.kubernetes.io/pool=gpu",
+            "-o",
+            "name",
+        ])
+        .await,
         json!([0, "node/parity-a\n", ""]),
     );
     t.check(
@@ -2114,7 +2136,9 @@ async fn kubectl(t: &Target) {
         json!([0, "configmap/parity-applied serverside-applied\n", ""]),
     );
     let applied = t
-        .get(&format!("/api/v1/namespaces/{NS}/configmaps/parity-applied"))
+        .get(&format!(
+            "/api/v1/namespaces/{NS}/configmaps/parity-applied"
+        ))
         .await;
     // kubectl moves client-side apply's ownership to its server-side manager by editing
     // managedFields (a JSON patch); the server keeps the last-applied annotation's owner.
@@ -2485,7 +2509,8 @@ fn first_columns(out: Value, n: usize) -> Value {
     )
 }
 
-type EventStream<K> = futures::stream::BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>;
+type EventStream<K> =
+    futures::stream::BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>;
 
 /// The objects of a kube-rs watcher's initial list (up to `InitDone`).
 async fn collect_init<K>(stream: &mut EventStream<K>) -> Vec<K> {

@@ -267,9 +267,8 @@ fn enforce_order(
         return merged;
     }
     let index = |list: &[Value], v: &Value| list.iter().position(|x| same(x, v));
-    let (mut named, mut server): (Vec<Value>, Vec<Value>) = merged
-        .into_iter()
-        .partition(|m| index(patch, m).is_some());
+    let (mut named, mut server): (Vec<Value>, Vec<Value>) =
+        merged.into_iter().partition(|m| index(patch, m).is_some());
     named.sort_by_key(|v| index(patch, v));
     server.sort_by_key(|v| index(original, v));
     let mut out = Vec::with_capacity(named.len() + server.len());

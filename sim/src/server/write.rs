@@ -84,7 +84,12 @@ pub(super) fn do_patch(
     output: Output,
 ) -> Result<Response, ApiError> {
     let patch_type = negotiate::patch_type(header_str(headers, header::CONTENT_TYPE))?;
-    let opts = write_options(params, "PatchOptions", Some(patch_type), user_agent(headers))?;
+    let opts = write_options(
+        params,
+        "PatchOptions",
+        Some(patch_type),
+        user_agent(headers),
+    )?;
     let name = t.name.as_deref().unwrap_or("");
     // An apply body may be YAML: hand the store JSON either way.
     let json_body;

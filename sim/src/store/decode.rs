@@ -319,7 +319,8 @@ fn bytes_map(m: &mut Map<String, Value>, f: &str, owner: &str, path: &str) -> Re
             for v in entries.values_mut() {
                 match v {
                     Value::String(s) => {
-                        if let Err(e) = base64::engine::general_purpose::STANDARD.decode(s.as_bytes())
+                        if let Err(e) =
+                            base64::engine::general_purpose::STANDARD.decode(s.as_bytes())
                         {
                             let at = match e {
                                 base64::DecodeError::InvalidByte(i, _)
@@ -387,14 +388,16 @@ mod tests {
 
     #[test]
     fn times_are_parsed_and_stored_in_utc() {
-        let mut ev = json!({"metadata": {"name": "e"}, "firstTimestamp": "2025-01-02T03:04:05.678+01:00"});
+        let mut ev =
+            json!({"metadata": {"name": "e"}, "firstTimestamp": "2025-01-02T03:04:05.678+01:00"});
         decode(kinds::core_events(), &mut ev).unwrap();
         assert_eq!(ev["firstTimestamp"], "2025-01-02T02:04:05Z");
         assert_eq!(ev["lastTimestamp"], json!(null));
         assert_eq!(ev["eventTime"], json!(null));
         assert_eq!(ev["source"], json!({}));
         assert_eq!(ev["reportingComponent"], "");
-        let mut lease = json!({"metadata": {"name": "l"}, "spec": {"renewTime": "2025-01-02T03:04:05Z"}});
+        let mut lease =
+            json!({"metadata": {"name": "l"}, "spec": {"renewTime": "2025-01-02T03:04:05Z"}});
         let e = decode(kinds::leases(), &mut lease).unwrap_err();
         assert!(e.ends_with(r#"cannot parse "Z" as ".000000""#), "{e}");
     }
@@ -406,9 +409,15 @@ mod tests {
             "status": {"capacity": {"cpu": "8"}, "conditions": [{"type": "Ready", "status": "True"}]}});
         decode(kinds::nodes(), &mut n).unwrap();
         assert_eq!(n["metadata"], json!({"name": "n"}));
-        assert_eq!(n["spec"], json!({"podCIDR": "10.0.0.0/24", "podCIDRs": ["10.0.0.0/24"]}));
+        assert_eq!(
+            n["spec"],
+            json!({"podCIDR": "10.0.0.0/24", "podCIDRs": ["10.0.0.0/24"]})
+        );
         assert_eq!(n["status"]["allocatable"], json!({"cpu": "8"}));
-        assert_eq!(n["status"]["daemonEndpoints"], json!({"kubeletEndpoint": {"Port": 0}}));
+        assert_eq!(
+            n["status"]["daemonEndpoints"],
+            json!({"kubeletEndpoint": {"Port": 0}})
+        );
         assert_eq!(n["status"]["nodeInfo"]["kubeletVersion"], "");
         assert_eq!(
             n["status"]["conditions"][0]["lastHeartbeatTime"],

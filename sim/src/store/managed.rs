@@ -77,13 +77,20 @@ pub(super) fn parse_managed(obj: &Value) -> Vec<ManagedEntry> {
 pub(super) fn render_managed(entries: &[ManagedEntry]) -> Value {
     let mut sorted: Vec<&ManagedEntry> = entries.iter().collect();
     sorted.sort_by(|a, b| {
-        (&a.operation, &a.time, &a.manager, &a.api_version, &a.subresource).cmp(&(
-            &b.operation,
-            &b.time,
-            &b.manager,
-            &b.api_version,
-            &b.subresource,
-        ))
+        (
+            &a.operation,
+            &a.time,
+            &a.manager,
+            &a.api_version,
+            &a.subresource,
+        )
+            .cmp(&(
+                &b.operation,
+                &b.time,
+                &b.manager,
+                &b.api_version,
+                &b.subresource,
+            ))
     });
     Value::Array(
         sorted

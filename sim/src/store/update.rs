@@ -74,9 +74,9 @@ impl Store {
         let body_rv = meta_str(&obj, "resourceVersion").to_string();
         if !body_rv.is_empty() {
             // Not a number: the plain strconv error, a 500 without a reason.
-            let rv = body_rv.parse::<u64>().map_err(|_| {
-                ApiError::reasonless(500, crate::error::parse_uint_error(&body_rv))
-            })?;
+            let rv = body_rv
+                .parse::<u64>()
+                .map_err(|_| ApiError::reasonless(500, crate::error::parse_uint_error(&body_rv)))?;
             if rv != obj_rv(&existing.object) {
                 return Err(ApiError::stale(rt, name));
             }
