@@ -286,17 +286,21 @@ impl Store {
         let id = self.inner.next_watcher.fetch_add(1, Ordering::Relaxed);
         table.watchers.insert(id, Watcher { tx, ..watcher_tmp });
         drop(st);
-        self.spawn_watch_timer(user_rt, rt.key(), id, opts);
+        self.spawn_watch_timer(user_rt, rt.key(), id, opts, current);
         Ok(rx)
     }
 
     /// Bookmarks and the timeout of watch `id`, on the tokio runtime (if there is one).
+    /// As upstream's watch cache, a bookmark goes out only once the store has moved past
+    /// `start_rv` (its resourceVersion when the watch began): a watch on a quiet store
+    /// gets none.
     fn spawn_watch_timer(
         &self,
         rt: &ResourceType,
         table_key: String,
         id: u64,
         opts: &WatchOptions,
+        start_rv: u64,
     ) {
         if !opts.allow_bookmarks && opts.timeout.is_none() {
             return;
@@ -348,6 +352,9 @@ impl Store {
                     let Some(w) = st.tables.get(&table_key).and_then(|t| t.watchers.get(&id)) else {
                         return;
                     };
+                    if st.rv <= start_rv {
+                        continue;
+                    }
                     let bm = WatchEvent::new(
                         "BOOKMARK",
                         json!({"kind": kind, "apiVersion": api_version, "metadata": {"resourceVersion": st.rv.to_string()}}),
@@ -684,6 +691,15 @@ mod tests {
             end.object["metadata"]["resourceVersion"],
             s.current_resource_version().to_string()
         );
+        // Bookmarks come once the store has moved on (a write to another kind will do),
+        // as upstream's watch cache sends them.
+        s.create(
+            nodes(),
+            None,
+            json!({"metadata": {"name": "moved"}}),
+            &wo("m"),
+        )
+        .unwrap();
         let bm = tokio::time::timeout(Duration::from_secs(2), w.recv())
             .await
             .unwrap()
