@@ -1335,6 +1335,22 @@ async fn configmaps(t: &Target) {
             Value::Null,
         ),
     );
+    let label_number = t
+        .post(
+            &format!("/api/v1/namespaces/{NS}/configmaps"),
+            &json!({"metadata": {"name": "parity-labelnumber", "labels": {"a": 1}}}),
+        )
+        .await;
+    t.check(
+        "create a ConfigMap whose label is a number",
+        label_number.status(),
+        status(
+            400,
+            "BadRequest",
+            "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: json: cannot unmarshal number into Go struct field ObjectMeta.metadata.labels of type string",
+            Value::Null,
+        ),
+    );
     let bad_key = t
         .post(
             &format!("/api/v1/namespaces/{NS}/configmaps"),
@@ -1996,13 +2012,14 @@ async fn events(t: &Target) {
             "/api/v1/namespaces/default/events",
             &json!({"metadata": {"name": "parity-a.minimal"},
                     "involvedObject": {"kind": "Node", "name": "parity-a"},
-                    "reason": "R", "message": "m", "type": "Normal",
+                    "reason": "R", "message": "m", "type": "Normal", "count": 0,
                     "firstTimestamp": "2025-01-02T03:04:05.678+01:00"}),
         )
         .await;
     t.check(
         "a minimal Event, as stored",
         minimal.fields(&[
+            "/count",
             "/source",
             "/firstTimestamp",
             "/lastTimestamp",
@@ -2012,6 +2029,7 @@ async fn events(t: &Target) {
         ]),
         json!({
             "code": 201,
+            "/count": null,
             "/source": {},
             "/firstTimestamp": "2025-01-02T02:04:05Z",
             "/lastTimestamp": null,
