@@ -139,6 +139,23 @@ impl ApiError {
         )
     }
 
+    /// 409 Conflict of a failed delete precondition: upstream's registry names the kind,
+    /// not the resource (`Operation cannot be fulfilled on ConfigMap "x": the UID in the
+    /// precondition ...`).
+    pub fn precondition_failed(rt: &ResourceType, name: &str, msg: &str) -> Self {
+        Self::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {} \"{}\": {}",
+                rt.qualified_kind(),
+                name,
+                msg
+            ),
+            Some(Value::Object(details(rt.group, rt.kind, name))),
+        )
+    }
+
     /// The optimistic-concurrency message upstream's storage layer returns.
     pub const MODIFIED: &'static str = "the object has been modified; please apply your changes to the latest version and try again";
 
@@ -184,6 +201,23 @@ impl ApiError {
         let mut d = details(rt.group, rt.kind, name);
         d.insert("causes".into(), causes_json(&causes));
         Self::new(422, "Invalid", message, Some(Value::Object(d)))
+    }
+
+    /// An error the real server answers without a reason (a plain Go error turned into
+    /// a Status by `ErrorToAPIStatus`: code 500, the error's text, no reason, no details).
+    pub fn reasonless(code: u16, msg: impl Into<String>) -> Self {
+        Self::new(code, "", msg.into(), None)
+    }
+
+    /// A `resourceVersion` query parameter that is not a number: the storage layer's
+    /// `resourceVersion: Invalid value: "x": strconv.ParseUint: ...` (a 500 on get and
+    /// watch, a 400 on list: see [`crate::store`]'s readers).
+    pub fn invalid_resource_version_param(rv: &str) -> String {
+        format!(
+            "resourceVersion: Invalid value: {}: {}",
+            crate::rules::go_quote(rv),
+            parse_uint_error(rv)
+        )
     }
 
     /// 400 BadRequest with `msg`.
@@ -238,15 +272,14 @@ impl ApiError {
         )
     }
 
-    /// 415 UnsupportedMediaType for a patch content type the server does not know.
-    pub fn unsupported_media_type(content_type: &str) -> Self {
+    /// 415 UnsupportedMediaType for a patch content type the server does not know: a
+    /// v1.36 server answers with the generic text and empty details, whatever the type.
+    pub fn unsupported_media_type() -> Self {
         Self::new(
             415,
             "UnsupportedMediaType",
-            format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {content_type:?})"
-            ),
-            None,
+            "415: Unsupported Media Type".into(),
+            Some(json!({})),
         )
     }
 
@@ -277,13 +310,28 @@ impl ApiError {
         m.insert("metadata".into(), json!({}));
         m.insert("status".into(), json!("Failure"));
         m.insert("message".into(), Value::String(self.message.clone()));
-        m.insert("reason".into(), Value::String(self.reason.to_string()));
+        if !self.reason.is_empty() {
+            m.insert("reason".into(), Value::String(self.reason.to_string()));
+        }
         if let Some(d) = &self.details {
             m.insert("details".into(), d.clone());
         }
         m.insert("code".into(), json!(self.code));
         Value::Object(m)
     }
+}
+
+/// Go's `strconv.ParseUint(s, 10, 64)` error text for `s`, which is not a `u64`.
+pub fn parse_uint_error(s: &str) -> String {
+    let why = if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+        "value out of range"
+    } else {
+        "invalid syntax"
+    };
+    format!(
+        "strconv.ParseUint: parsing {}: {why}",
+        crate::rules::go_quote(s)
+    )
 }
 
 /// The `metav1.Status` of a successful delete (`{"status":"Success"}`), used where

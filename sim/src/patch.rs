@@ -45,6 +45,24 @@ pub fn list_kind(kind: &str, path: &str) -> ListKind {
     }
 }
 
+/// Whether the field at dotted `path` of `kind` is a Go map (each key a field of its
+/// own, the map itself a field an Update that creates it owns: fieldsV1's `.`).
+pub fn is_map_field(kind: &str, path: &str) -> bool {
+    matches!(
+        (kind, path),
+        (_, "metadata.labels" | "metadata.annotations")
+            | ("ConfigMap" | "Secret", "data" | "binaryData" | "stringData")
+            | ("Node", "status.capacity" | "status.allocatable")
+            | ("Pod", "spec.nodeSelector")
+    )
+}
+
+/// Whether the struct at dotted `path` of `kind` is atomic (`+structType=atomic`, as
+/// `ObjectReference`): one field, owned whole.
+pub fn is_atomic_struct(kind: &str, path: &str) -> bool {
+    matches!((kind, path), ("Event", "involvedObject" | "related"))
+}
+
 fn child_path(path: &str, key: &str) -> String {
     if path.is_empty() {
         key.to_string()
@@ -68,6 +86,18 @@ pub enum PatchError {
     /// merge key): the server answers 500.
     #[error("{0}")]
     Internal(String),
+}
+
+/// The JSON type of `v` as Go's `encoding/json` names it in an `UnmarshalTypeError`.
+pub fn go_json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Object(_) => "object",
+        Value::Array(_) => "array",
+        Value::String(_) => "string",
+        Value::Number(_) => "number",
+        Value::Bool(_) => "bool",
+        Value::Null => "null",
+    }
 }
 
 /// Parse a patch body as JSON (decode errors are BadRequest).

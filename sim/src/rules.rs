@@ -386,15 +386,16 @@ pub fn validate(rt: &ResourceType, obj: &Value, old: Option<&Value>) -> Vec<Caus
             }
         }
         ("coordination.k8s.io", "Lease") => {
-            for f in ["leaseDurationSeconds", "leaseTransitions"] {
+            // upstream's ValidateLeaseSpec: a duration must be positive, a count not
+            // negative.
+            for (f, min, msg) in [
+                ("leaseDurationSeconds", 1, "must be greater than 0"),
+                ("leaseTransitions", 0, "must be greater than or equal to 0"),
+            ] {
                 if let Some(v) = obj.pointer(&format!("/spec/{f}"))
-                    && v.as_i64().is_some_and(|n| n < 0)
+                    && v.as_i64().is_some_and(|n| n < min)
                 {
-                    errs.push(invalid_value(
-                        &format!("spec.{f}"),
-                        v,
-                        "must be greater than or equal to 0",
-                    ));
+                    errs.push(invalid_value(&format!("spec.{f}"), v, msg));
                 }
             }
         }

@@ -14,6 +14,7 @@
 
 mod apply;
 mod create;
+mod decode;
 mod delete;
 mod events;
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value};
 
-use super::{ListKind, child_path, key_of, list_kind};
+use super::{ListKind, child_path, is_atomic_struct, is_map_field, key_of, list_kind};
 
 /// One element of a field path, as fieldsV1 spells it: `f:name`, `k:{"type":"Ready"}`,
 /// `v:"x"`, `i:0`.
@@ -49,13 +49,30 @@ fn key_element(el: &Value, key: &str) -> Option<PathElement> {
     Some(format!("k:{}", Value::Object(m)))
 }
 
-fn collect_fields(v: &Value, kind: &str, dotted: &str, cur: &mut FieldPath, out: &mut FieldSet) {
+/// The fields of `v` at `cur`: its leaves, list elements and set values; with `created`
+/// (an Update that adds `v`), also its maps and lists themselves, as upstream's field
+/// comparison records a container it adds (`.` in fieldsV1); an apply records only what
+/// its configuration names.
+fn collect_fields(
+    v: &Value,
+    kind: &str,
+    dotted: &str,
+    cur: &mut FieldPath,
+    out: &mut FieldSet,
+    created: bool,
+) {
     match v {
+        Value::Object(_) if is_atomic_struct(kind, dotted) => {
+            out.paths.insert(cur.clone());
+        }
         Value::Object(m) if !m.is_empty() => {
+            if created && is_map_field(kind, dotted) {
+                out.paths.insert(cur.clone());
+            }
             for (k, x) in m {
                 cur.push(format!("f:{k}"));
                 if !stripped(cur) {
-                    collect_fields(x, kind, &child_path(dotted, k), cur, out);
+                    collect_fields(x, kind, &child_path(dotted, k), cur, out, created);
                 }
                 cur.pop();
             }
@@ -65,6 +82,9 @@ fn collect_fields(v: &Value, kind: &str, dotted: &str, cur: &mut FieldPath, out:
                 out.paths.insert(cur.clone());
             }
             ListKind::Set => {
+                if created {
+                    out.paths.insert(cur.clone());
+                }
                 for x in a {
                     cur.push(format!("v:{x}"));
                     out.paths.insert(cur.clone());
@@ -72,11 +92,14 @@ fn collect_fields(v: &Value, kind: &str, dotted: &str, cur: &mut FieldPath, out:
                 }
             }
             ListKind::Map(key) => {
+                if created {
+                    out.paths.insert(cur.clone());
+                }
                 for x in a {
                     if let Some(ke) = key_element(x, key) {
                         cur.push(ke);
                         out.paths.insert(cur.clone());
-                        collect_fields(x, kind, dotted, cur, out);
+                        collect_fields(x, kind, dotted, cur, out, created);
                         cur.pop();
                     }
                 }
@@ -94,7 +117,7 @@ impl FieldSet {
     /// The fields set in `v` (an object of `kind`): leaves, list elements and set values.
     pub fn of(v: &Value, kind: &str) -> FieldSet {
         let mut out = FieldSet::default();
-        collect_fields(v, kind, "", &mut Vec::new(), &mut out);
+        collect_fields(v, kind, "", &mut Vec::new(), &mut out, false);
         out
     }
 
@@ -281,8 +304,16 @@ fn diff_changed(
     out: &mut FieldSet,
 ) {
     match new {
+        Value::Object(_) if is_atomic_struct(kind, dotted) => {
+            if old != Some(new) {
+                out.paths.insert(cur.clone());
+            }
+        }
         Value::Object(m) if !m.is_empty() => {
             let om = old.and_then(Value::as_object);
+            if om.is_none() && is_map_field(kind, dotted) {
+                out.paths.insert(cur.clone());
+            }
             for (k, nv) in m {
                 cur.push(format!("f:{k}"));
                 if !stripped(cur) {
@@ -306,6 +337,9 @@ fn diff_changed(
             }
             ListKind::Set => {
                 let oa = old.and_then(Value::as_array);
+                if oa.is_none() {
+                    out.paths.insert(cur.clone());
+                }
                 for x in a {
                     if !oa.is_some_and(|oa| oa.contains(x)) {
                         cur.push(format!("v:{x}"));
@@ -315,6 +349,9 @@ fn diff_changed(
                 }
             }
             ListKind::Map(key) => {
+                if old.and_then(Value::as_array).is_none() {
+                    out.paths.insert(cur.clone());
+                }
                 for x in a {
                     let Some(ke) = key_element(x, key) else {
                         continue;
@@ -324,7 +361,7 @@ fn diff_changed(
                         Some(o) => diff_changed(Some(o), x, kind, dotted, cur, out),
                         None => {
                             out.paths.insert(cur.clone());
-                            collect_fields(x, kind, dotted, cur, out);
+                            collect_fields(x, kind, dotted, cur, out, true);
                         }
                     }
                     cur.pop();
@@ -355,7 +392,7 @@ fn diff_gone(
                 if !stripped(cur) {
                     match nm.and_then(|n| n.get(k)) {
                         Some(nv) => diff_gone(ov, Some(nv), kind, &child_path(dotted, k), cur, out),
-                        None => collect_fields(ov, kind, &child_path(dotted, k), cur, out),
+                        None => collect_fields(ov, kind, &child_path(dotted, k), cur, out, true),
                     }
                 }
                 cur.pop();
@@ -387,7 +424,7 @@ fn diff_gone(
                         Some(n) => diff_gone(x, Some(n), kind, dotted, cur, out),
                         None => {
                             out.paths.insert(cur.clone());
-                            collect_fields(x, kind, dotted, cur, out);
+                            collect_fields(x, kind, dotted, cur, out, true);
                         }
                     }
                     cur.pop();

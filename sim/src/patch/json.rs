@@ -138,9 +138,10 @@ pub fn json_patch(doc: &mut Value, ops: &Value) -> Result<(), PatchError> {
 
 fn json_patch_in_place(doc: &mut Value, ops: &Value) -> Result<(), PatchError> {
     let Value::Array(ops) = ops else {
-        return Err(PatchError::BadRequest(
-            "json: cannot unmarshal object into Go value of type jsonpatch.Patch".into(),
-        ));
+        return Err(PatchError::BadRequest(format!(
+            "error decoding patch: json: cannot unmarshal {} into Go value of type []handlers.jsonPatchOp",
+            super::go_json_type(ops)
+        )));
     };
     if ops.len() > 10_000 {
         return Err(PatchError::BadRequest(format!(

@@ -156,6 +156,7 @@ fn smp_map(
                                 out.push(x.clone());
                             }
                         }
+                        // Upstream returns a scalar list's merge at once, unordered.
                         out
                     }
                     _ => match clean(pv) {
@@ -205,6 +206,13 @@ fn merge_list_by_key(
         };
     }
     let mut out: Vec<Value> = orig.to_vec();
+    let same = |a: &Value, b: &Value| key_of(a, key).is_some() && key_of(a, key) == key_of(b, key);
+    // The patch's elements without the deletions: the order the merged list follows.
+    let order: Vec<Value> = patch
+        .iter()
+        .filter(|e| e.get(DIRECTIVE).and_then(Value::as_str) != Some("delete"))
+        .cloned()
+        .collect();
     for pe in patch {
         let Value::Object(pm) = pe else {
             // A scalar in a list of maps: upstream's merge fails.
@@ -240,7 +248,45 @@ fn merge_list_by_key(
             }
         }
     }
-    Ok(out)
+    Ok(enforce_order(out, &order, orig, same))
+}
+
+/// The order of a merged list, as upstream's `mergeSlice` enforces it: the elements the
+/// patch names in the patch's order, the others in the original's, interleaved so that
+/// an element the patch names goes before the server's elements unless both are in the
+/// original and the server's came first there (`normalizeElementOrder`,
+/// `mergeSortedSlice`). So a new element goes first, and elements that both sides have
+/// keep their places.
+fn enforce_order(
+    merged: Vec<Value>,
+    patch: &[Value],
+    original: &[Value],
+    same: impl Fn(&Value, &Value) -> bool,
+) -> Vec<Value> {
+    if patch.is_empty() {
+        return merged;
+    }
+    let index = |list: &[Value], v: &Value| list.iter().position(|x| same(x, v));
+    let (mut named, mut server): (Vec<Value>, Vec<Value>) =
+        merged.into_iter().partition(|m| index(patch, m).is_some());
+    named.sort_by_key(|v| index(patch, v));
+    server.sort_by_key(|v| index(original, v));
+    let mut out = Vec::with_capacity(named.len() + server.len());
+    let (mut left, mut right) = (server.into_iter().peekable(), named.into_iter().peekable());
+    loop {
+        let take_left = match (left.peek(), right.peek()) {
+            (None, None) => break,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (Some(l), Some(r)) => match (index(original, l), index(original, r)) {
+                (Some(li), Some(ri)) => li < ri,
+                _ => false,
+            },
+        };
+        let next = if take_left { left.next() } else { right.next() };
+        out.extend(next);
+    }
+    out
 }
 
 fn go_map_string(m: &Map<String, Value>) -> String {
@@ -314,12 +360,14 @@ mod tests {
             {"type": "ConfigApplied", "status": "True"}
         ]}});
         let r = strategic_merge(&o, &p, "Node").unwrap();
+        // Upstream's order: Ready keeps its place before MemoryPressure; the new
+        // condition comes before the server's MemoryPressure, after the patch's Ready.
         assert_eq!(
             r["status"]["conditions"],
             json!([
                 {"type": "Ready", "status": "False", "reason": "KubeletReady"},
-                {"type": "MemoryPressure", "status": "False"},
-                {"type": "ConfigApplied", "status": "True"}
+                {"type": "ConfigApplied", "status": "True"},
+                {"type": "MemoryPressure", "status": "False"}
             ])
         );
         // Delete one element by key.
@@ -376,13 +424,57 @@ mod tests {
             r["spec"]["taints"],
             json!([{"key": "k2", "effect": "NoExecute"}])
         );
+        // In the patch's order (upstream's `normalizeElementOrder`).
         assert_eq!(
             r["status"]["addresses"],
             json!([
-                {"type": "InternalIP", "address": "10.0.0.2"},
-                {"type": "Hostname", "address": "n1"}
+                {"type": "Hostname", "address": "n1"},
+                {"type": "InternalIP", "address": "10.0.0.2"}
             ])
         );
+    }
+
+    #[test]
+    fn smp_puts_new_elements_first_and_keeps_existing_ones_in_place() {
+        // As a v1.36 API server orders a Node's conditions (tests/tests/api_parity.rs).
+        let o = json!({"status": {"conditions": [{"type": "Ready"}]}});
+        let r = strategic_merge(
+            &o,
+            &json!({"status": {"conditions": [{"type": "Mine", "status": "True"}]}}),
+            "Node",
+        )
+        .unwrap();
+        let types = |r: &Value| -> Vec<String> {
+            r["status"]["conditions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["type"].as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(types(&r), ["Mine", "Ready"]);
+        let r = strategic_merge(
+            &r,
+            &json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]}}),
+            "Node",
+        )
+        .unwrap();
+        assert_eq!(types(&r), ["Mine", "Ready"]);
+        let r = strategic_merge(
+            &r,
+            &json!({"status": {"conditions": [{"type": "A"}, {"type": "B"}]}}),
+            "Node",
+        )
+        .unwrap();
+        assert_eq!(types(&r), ["A", "B", "Mine", "Ready"]);
+        // Not sets of scalars: those append what is new (checked on a v1.36 server).
+        let r = strategic_merge(
+            &json!({"metadata": {"finalizers": ["a", "b"]}}),
+            &json!({"metadata": {"finalizers": ["c", "b"]}}),
+            "ConfigMap",
+        )
+        .unwrap();
+        assert_eq!(r["metadata"]["finalizers"], json!(["a", "b", "c"]));
     }
 
     #[test]

@@ -106,7 +106,7 @@ pub(crate) fn patch_type(content_type: Option<&str>) -> Result<PatchType, ApiErr
         "application/json-patch+json" => Ok(PatchType::Json),
         "application/strategic-merge-patch+json" => Ok(PatchType::StrategicMerge),
         "application/apply-patch+yaml" => Ok(PatchType::Apply),
-        _ => Err(ApiError::unsupported_media_type(content_type.unwrap_or(""))),
+        _ => Err(ApiError::unsupported_media_type()),
     }
 }
 
@@ -128,10 +128,7 @@ pub(crate) fn body_format(content_type: Option<&str>) -> Result<BodyFormat, ApiE
         _ => Err(ApiError {
             code: 415,
             reason: "UnsupportedMediaType",
-            message: format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf (got {:?})",
-                content_type.unwrap_or("")
-            ),
+            message: "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf".into(),
             details: None,
             retry_after_seconds: None,
         }),

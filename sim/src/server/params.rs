@@ -47,10 +47,14 @@ pub(super) fn invalid_options(kind: &str, causes: Vec<Cause>) -> ApiError {
 }
 
 /// Write options from the query, validated as upstream's `Validate{Create,Update,Patch}Options`.
+/// Without a `fieldManager`, a write other than an apply is recorded under the
+/// User-Agent's product (`kubectl` for `kubectl/v1.32.0 (linux/amd64) ...`), or `unknown`
+/// without one, as upstream's `managerOrUserAgent`.
 pub(super) fn write_options(
     params: &Params,
     kind: &str,
     patch_type: Option<PatchType>,
+    user_agent: Option<&str>,
 ) -> Result<WriteOptions, ApiError> {
     let mut causes = Vec::new();
     let field_manager = params.owned("fieldManager");
@@ -106,11 +110,37 @@ pub(super) fn write_options(
     if !causes.is_empty() {
         return Err(invalid_options(kind, causes));
     }
+    let field_manager = match field_manager {
+        None if patch_type != Some(PatchType::Apply) => {
+            Some(manager_from_user_agent(user_agent.unwrap_or("")))
+        }
+        other => other,
+    };
     Ok(WriteOptions {
         dry_run,
         field_manager,
         force: force == Some("true"),
     })
+}
+
+/// Upstream's `prefixFromUserAgent`: what precedes the first `/`, printable characters
+/// only, at most 128 bytes; `unknown` when nothing is left.
+pub(crate) fn manager_from_user_agent(ua: &str) -> String {
+    let mut out = String::new();
+    for c in ua.split('/').next().unwrap_or("").chars() {
+        if c.is_control() {
+            continue;
+        }
+        if out.len() + c.len_utf8() > 128 {
+            break;
+        }
+        out.push(c);
+    }
+    if out.is_empty() {
+        "unknown".into()
+    } else {
+        out
+    }
 }
 
 pub(super) fn include_object(params: &Params) -> Result<IncludeObject, ApiError> {

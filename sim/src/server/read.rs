@@ -22,6 +22,15 @@ pub(super) fn do_get(
     output: Output,
 ) -> Result<Response, ApiError> {
     let name = t.name.as_deref().unwrap_or("");
+    // A resourceVersion that is not a number fails before the object is looked up.
+    if let Some(rv) = params.get("resourceVersion").filter(|r| !r.is_empty())
+        && rv.parse::<u64>().is_err()
+    {
+        return Err(ApiError::reasonless(
+            500,
+            ApiError::invalid_resource_version_param(rv),
+        ));
+    }
     let obj = st.store.get(t.rt, t.ns.as_deref(), name)?;
     match output {
         Output::Table(v) => {

@@ -40,6 +40,10 @@ fn decode_body(rt: &ResourceType, headers: &HeaderMap, bytes: &[u8]) -> Result<V
     }
 }
 
+fn user_agent(headers: &HeaderMap) -> Option<&str> {
+    header_str(headers, header::USER_AGENT)
+}
+
 pub(super) fn do_create(
     st: &AppState,
     t: &Target,
@@ -48,7 +52,7 @@ pub(super) fn do_create(
     bytes: &[u8],
     output: Output,
 ) -> Result<Response, ApiError> {
-    let opts = write_options(params, "CreateOptions", None)?;
+    let opts = write_options(params, "CreateOptions", None, user_agent(headers))?;
     let obj = decode_body(t.rt, headers, bytes)?;
     let created = st.store.create(t.rt, t.ns.as_deref(), obj, &opts)?;
     Ok(object_response(StatusCode::CREATED, &created, output))
@@ -62,7 +66,7 @@ pub(super) fn do_update(
     bytes: &[u8],
     output: Output,
 ) -> Result<Response, ApiError> {
-    let opts = write_options(params, "UpdateOptions", None)?;
+    let opts = write_options(params, "UpdateOptions", None, user_agent(headers))?;
     let obj = decode_body(t.rt, headers, bytes)?;
     let name = t.name.as_deref().unwrap_or("");
     let updated = st
@@ -80,7 +84,12 @@ pub(super) fn do_patch(
     output: Output,
 ) -> Result<Response, ApiError> {
     let patch_type = negotiate::patch_type(header_str(headers, header::CONTENT_TYPE))?;
-    let opts = write_options(params, "PatchOptions", Some(patch_type))?;
+    let opts = write_options(
+        params,
+        "PatchOptions",
+        Some(patch_type),
+        user_agent(headers),
+    )?;
     let name = t.name.as_deref().unwrap_or("");
     // An apply body may be YAML: hand the store JSON either way.
     let json_body;
@@ -141,7 +150,7 @@ pub(super) fn do_delete(
         .get("dryRun")
         .and_then(Value::as_array)
         .is_some_and(|a| a.iter().any(|v| v == "All"));
-    let opts = write_options(params, "DeleteOptions", None)?;
+    let opts = write_options(params, "DeleteOptions", None, None)?;
     let name = t.name.as_deref().unwrap_or("");
     if opts.dry_run || body_dry_run {
         let obj = st.store.get(t.rt, t.ns.as_deref(), name)?;

@@ -2,12 +2,13 @@
 //! suffix alphabet), the server-set fields, validation, and the namespace's existence.
 
 use rand::Rng as _;
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use super::decode::{body_error, decode};
 use super::events::{storage, stored_form, user_error, view};
 use super::managed::{ManagedEntry, render_managed, track_update};
 use super::meta::{meta_str, now_rfc3339, remove_meta, set_meta, with_type_meta};
-use super::strategy::prepare_for_create;
+use super::strategy::{prepare_for_create, strategy_for_create};
 use super::{State, Store, WriteOptions, check_body};
 use crate::error::ApiError;
 use crate::resources::{ResourceType, kinds};
@@ -41,6 +42,7 @@ impl Store {
         managed: Option<Vec<ManagedEntry>>,
     ) -> Result<Value, ApiError> {
         let mut obj = check_body(rt, obj)?;
+        decode(rt, &mut obj).map_err(|e| body_error(rt, &e))?;
         let req_ns = if rt.namespaced { ns.unwrap_or("") } else { "" };
         // Namespace of the object against the request's.
         let obj_ns = meta_str(&obj, "namespace").to_string();
@@ -56,7 +58,9 @@ impl Store {
             remove_meta(&mut obj, "namespace");
         }
         if !meta_str(&obj, "resourceVersion").is_empty() {
-            return Err(ApiError::bad_request(
+            // A plain error upstream: a 500 without a reason.
+            return Err(ApiError::reasonless(
+                500,
                 "resourceVersion should not be set on objects to be created",
             ));
         }
@@ -104,7 +108,8 @@ impl Store {
         }
         set_meta(&mut obj, "uid", Value::String(self.uuid()));
         set_meta(&mut obj, "creationTimestamp", Value::String(now_rfc3339()));
-        set_meta(&mut obj, "generation", json!(1));
+        // None of the served kinds' strategies sets `generation`: what the client sent
+        // stays, and nothing is set when it sent none.
         let entries = match managed {
             Some(m) => m,
             None => {
@@ -112,6 +117,7 @@ impl Store {
                 track_update(rt, None, &obj, manager, "")
             }
         };
+        strategy_for_create(rt, &mut obj);
         if !entries.is_empty() {
             set_meta(&mut obj, "managedFields", render_managed(&entries));
         }
@@ -185,13 +191,15 @@ mod tests {
         );
         assert_eq!(meta_str(&c, "creationTimestamp").len(), 20);
         assert_eq!(rv(&c), start + 1);
-        assert_eq!(c["metadata"]["generation"], 1);
+        // No generation: a v1.36 server sets none on a ConfigMap.
+        assert!(c["metadata"].get("generation").is_none());
         assert_eq!(c["metadata"]["namespace"], "default");
         assert_eq!(c["metadata"]["managedFields"][0]["manager"], "me");
         assert_eq!(c["metadata"]["managedFields"][0]["operation"], "Update");
+        // The map the create made is a field of its own (`.`), as upstream records it.
         assert_eq!(
             c["metadata"]["managedFields"][0]["fieldsV1"],
-            json!({"f:data": {"f:k": {}}})
+            json!({"f:data": {".": {}, "f:k": {}}})
         );
         assert_eq!(s.get(configmaps(), Some("default"), "a").unwrap(), c);
         let c2 = s
@@ -260,12 +268,11 @@ mod tests {
         assert_eq!(e.code, 400);
         let mut with_rv = cm("c", json!({}));
         with_rv["metadata"]["resourceVersion"] = json!("5");
-        assert_eq!(
-            s.create(configmaps(), Some("default"), with_rv, &wo("m"))
-                .unwrap_err()
-                .code,
-            400
-        );
+        // Upstream answers with a plain error: 500, no reason.
+        let e = s
+            .create(configmaps(), Some("default"), with_rv, &wo("m"))
+            .unwrap_err();
+        assert_eq!((e.code, e.reason), (500, ""));
         // Dry run validates but stores nothing.
         let before = s.current_resource_version();
         let d = s

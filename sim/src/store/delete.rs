@@ -46,11 +46,11 @@ impl Store {
             if let Some(uid) = p.get("uid").and_then(Value::as_str) {
                 let have = meta_str(&existing.object, "uid");
                 if uid != have {
-                    return Err(ApiError::conflict(
+                    return Err(ApiError::precondition_failed(
                         rt,
                         name,
                         &format!(
-                            "Precondition failed: UID in precondition: {uid}, UID in object meta: {have}"
+                            "the UID in the precondition ({uid}) does not match the UID in record ({have}). The object might have been deleted and then recreated"
                         ),
                     ));
                 }
@@ -58,11 +58,11 @@ impl Store {
             if let Some(rv) = p.get("resourceVersion").and_then(Value::as_str) {
                 let have = meta_str(&existing.object, "resourceVersion");
                 if rv != have {
-                    return Err(ApiError::conflict(
+                    return Err(ApiError::precondition_failed(
                         rt,
                         name,
                         &format!(
-                            "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {have}"
+                            "the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({have}). The object might have been modified"
                         ),
                     ));
                 }
@@ -152,7 +152,7 @@ mod tests {
         assert_eq!(e.code, 409);
         assert!(
             e.message
-                .contains("Precondition failed: UID in precondition: x"),
+                .contains("the UID in the precondition (x) does not match"),
             "{}",
             e.message
         );

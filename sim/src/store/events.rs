@@ -52,10 +52,16 @@ fn rename_fields(obj: Value, from_core: bool) -> Value {
 /// A stored core/v1 Event as events.k8s.io/v1 shows it.
 pub(super) fn event_view(core: &Value) -> Value {
     let mut v = rename_fields(core.clone(), true);
-    if let Value::Object(m) = &mut v
-        && m.contains_key("apiVersion")
-    {
-        m.insert("apiVersion".into(), json!(kinds::events().api_version()));
+    if let Value::Object(m) = &mut v {
+        if m.contains_key("apiVersion") {
+            m.insert("apiVersion".into(), json!(kinds::events().api_version()));
+        }
+        // `omitempty` in events.k8s.io/v1, not in core/v1.
+        for f in ["reportingController", "reportingInstance"] {
+            if m.get(f).and_then(Value::as_str) == Some("") {
+                m.shift_remove(f);
+            }
+        }
     }
     v
 }

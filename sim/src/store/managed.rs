@@ -72,10 +72,29 @@ pub(super) fn parse_managed(obj: &Value) -> Vec<ManagedEntry> {
         .collect()
 }
 
+/// managedFields as upstream encodes them: in upstream's order (`Apply` entries first,
+/// then by time to the second, manager, apiVersion and subresource).
 pub(super) fn render_managed(entries: &[ManagedEntry]) -> Value {
+    let mut sorted: Vec<&ManagedEntry> = entries.iter().collect();
+    sorted.sort_by(|a, b| {
+        (
+            &a.operation,
+            &a.time,
+            &a.manager,
+            &a.api_version,
+            &a.subresource,
+        )
+            .cmp(&(
+                &b.operation,
+                &b.time,
+                &b.manager,
+                &b.api_version,
+                &b.subresource,
+            ))
+    });
     Value::Array(
-        entries
-            .iter()
+        sorted
+            .into_iter()
             .filter(|e| !e.fields.is_empty())
             .map(|e| {
                 let mut m = Map::new();
@@ -103,10 +122,19 @@ pub(super) fn track_update(
     manager: &str,
     sub: &str,
 ) -> Vec<ManagedEntry> {
-    let mut entries = old.map(parse_managed).unwrap_or_default();
-    let empty = Value::Object(Map::new());
-    let old_v = old.unwrap_or(&empty);
-    let changed = patch::changed_fields(old_v, new, rt.kind);
+    // managedFields the write itself carries replace the stored ones (a client may edit
+    // them, as kubectl does to move ownership from client-side to server-side apply);
+    // `[{}]` clears them. Otherwise the stored ones, none on a create.
+    let mut entries = match new_managed(new) {
+        Some(given) => given,
+        None => old.map(parse_managed).unwrap_or_default(),
+    };
+    // A create compares with the kind's zero object, which has the fields every object
+    // of the kind encodes (a Node's empty spec, an Event's null times): nobody owns those.
+    let zero = super::decode::zero_object(rt);
+    let old_v = old.unwrap_or(&zero);
+    let mut changed = patch::changed_fields(old_v, new, rt.kind);
+    restrict_fields(rt, sub, &mut changed);
     let removed = patch::removed_fields(old_v, new, rt.kind);
     for e in entries.iter_mut() {
         if !e.same_owner(manager, "Update", sub) {
@@ -139,12 +167,26 @@ pub(super) fn track_update(
     entries
 }
 
-/// Only the fields a write to `sub` may touch: `status` for the status subresource,
-/// everything but `status` for the main resource of a kind with a status subresource.
+/// The managedFields an update's object carries when a client set them: `Some(vec![])`
+/// for `[{}]`, `None` when it carries none (or only what was stored: the caller compares).
+fn new_managed(new: &Value) -> Option<Vec<ManagedEntry>> {
+    let list = meta(new)?.get("managedFields")?.as_array()?;
+    if list.is_empty() {
+        return None;
+    }
+    if list.len() == 1 && list[0].as_object().is_some_and(Map::is_empty) {
+        return Some(Vec::new());
+    }
+    Some(parse_managed(new))
+}
+
+/// Only the fields a write to `sub` owns (upstream's reset fields): everything but the
+/// spec for the status subresource (its metadata changes are the writer's), everything
+/// but `status` for the main resource of a kind with a status subresource (a Node
+/// created with a status does not own it).
 pub(super) fn restrict_fields(rt: &ResourceType, sub: &str, fs: &mut FieldSet) {
     if sub == "status" {
-        fs.paths
-            .retain(|p| p.first().is_some_and(|e| e == "f:status"));
+        fs.paths.retain(|p| p.first().is_none_or(|e| e != "f:spec"));
     } else if has_status_subresource(rt) {
         fs.paths
             .retain(|p| p.first().is_none_or(|e| e != "f:status"));

@@ -152,7 +152,14 @@ impl Store {
             None => match rv_param {
                 None | Some("0") => (current, None),
                 Some(r) => {
-                    let rv = parse_rv(r)?;
+                    // A list answers a resourceVersion that is not a number with a 400
+                    // (a get and a watch with a 500, see `parse_rv`).
+                    let rv = parse_rv(r).map_err(|_| {
+                        ApiError::bad_request(format!(
+                            "invalid resource version: {}",
+                            ApiError::invalid_resource_version_param(r)
+                        ))
+                    })?;
                     if rv > current {
                         return Err(ApiError::too_large_resource_version(rv, current));
                     }
@@ -300,8 +307,11 @@ fn decode_continue(token: &str) -> Result<(u64, String), ApiError> {
             "invalid continue token: continue key is not valid: {e}"
         ))
     };
+    if let Some(at) = go_base64_error_offset(token) {
+        return Err(bad(format!("illegal base64 data at input byte {at}")));
+    }
     let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(token.trim_end_matches('='))
+        .decode(token)
         .map_err(|e| bad(e.to_string()))?;
     let v: Value = serde_json::from_slice(&raw).map_err(|e| bad(e.to_string()))?;
     if v.get("v").and_then(Value::as_str) != Some("meta.k8s.io/v1") {
@@ -318,9 +328,23 @@ fn decode_continue(token: &str) -> Result<(u64, String), ApiError> {
     Ok((rv, start))
 }
 
+/// Where Go's `base64.RawURLEncoding.DecodeString` (upstream's continue tokens) fails on
+/// `token`: the first byte outside the alphabet (padding included), or the last byte of
+/// a length that leaves one character over.
+fn go_base64_error_offset(token: &str) -> Option<usize> {
+    let ok = |b: u8| b.is_ascii_alphanumeric() || b == b'-' || b == b'_';
+    match token.bytes().position(|b| !ok(b)) {
+        Some(i) => Some(i),
+        None if token.len() % 4 == 1 => Some(token.len() - 1),
+        None => None,
+    }
+}
+
+/// A `resourceVersion` query parameter of a get or a watch: one that is not a number is
+/// a 500 without a reason, as the real server's storage layer answers it.
 pub(super) fn parse_rv(s: &str) -> Result<u64, ApiError> {
     s.parse::<u64>()
-        .map_err(|_| ApiError::bad_request(format!("invalid resource version: {s:?}")))
+        .map_err(|_| ApiError::reasonless(500, ApiError::invalid_resource_version_param(s)))
 }
 
 pub(super) fn parse_label_selector(s: Option<&str>) -> Result<LabelSelector, ApiError> {

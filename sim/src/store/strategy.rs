@@ -19,7 +19,10 @@ pub(super) fn allow_create_on_update(rt: &ResourceType) -> bool {
 }
 
 /// The object an update leaves: the main resource of a kind with a status subresource
-/// keeps the stored status; the status subresource changes only the status.
+/// keeps the stored status; the status subresource keeps the stored spec (everything but
+/// metadata and status) and changes the rest. Metadata goes through `status` too, as
+/// upstream's Node and Namespace status strategies copy only the old spec over the new
+/// object: a label or annotation patched through `nodes/status` is written.
 pub(super) fn shape_update(
     rt: &ResourceType,
     sub: Option<&str>,
@@ -28,19 +31,14 @@ pub(super) fn shape_update(
 ) -> Value {
     match sub {
         Some("status") => {
-            let mut out = old.clone();
-            if let Value::Object(m) = &mut out {
-                match new.get("status") {
-                    Some(s) => {
-                        m.insert("status".into(), s.clone());
-                    }
-                    None => {
-                        m.shift_remove("status");
-                    }
+            let kept = |k: &str| !matches!(k, "metadata" | "status" | "kind" | "apiVersion");
+            if let (Value::Object(n), Value::Object(o)) = (&mut new, old) {
+                n.retain(|k, _| !kept(k));
+                for (k, v) in o.iter().filter(|(k, _)| kept(k)) {
+                    n.insert(k.clone(), v.clone());
                 }
             }
-            // The body's resourceVersion was already checked; keep the stored metadata.
-            out
+            new
         }
         _ => {
             if has_status_subresource(rt)
@@ -74,13 +72,10 @@ pub(super) fn shape_update(
     }
 }
 
-/// Per-kind defaults and strategy on create.
+/// Per-kind defaults on create (applied as the body is decoded, so the creator owns the
+/// fields they set).
 pub(super) fn prepare_for_create(rt: &ResourceType, obj: &mut Value) {
     if rt.group.is_empty() && rt.kind == "Namespace" {
-        if let Value::Object(m) = obj {
-            m.insert("spec".into(), json!({"finalizers": ["kubernetes"]}));
-            m.insert("status".into(), json!({"phase": "Active"}));
-        }
         let name = meta_str(obj, "name").to_string();
         if !name.is_empty() {
             let labels = obj
@@ -96,6 +91,18 @@ pub(super) fn prepare_for_create(rt: &ResourceType, obj: &mut Value) {
         }
     }
     prepare_secret(rt, obj);
+}
+
+/// Per-kind strategy on create (upstream's `PrepareForCreate`, after the managedFields
+/// are computed: nobody owns what it sets): a Namespace's finalizer and phase.
+pub(super) fn strategy_for_create(rt: &ResourceType, obj: &mut Value) {
+    if rt.group.is_empty()
+        && rt.kind == "Namespace"
+        && let Value::Object(m) = obj
+    {
+        m.insert("spec".into(), json!({"finalizers": ["kubernetes"]}));
+        m.insert("status".into(), json!({"phase": "Active"}));
+    }
 }
 
 /// Secrets: `stringData` is folded into `data` (base64), `type` defaults to Opaque.

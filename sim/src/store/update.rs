@@ -1,16 +1,16 @@
 //! Update and patch (merge, JSON, strategic merge; server-side apply's own steps are in
-//! `apply`). Both end in `finish_update`: the server-owned metadata stays, `generation`
-//! grows when more than metadata and status changed, and a write that changes nothing
+//! `apply`). Both end in `finish_update`: the server-owned metadata stays (`generation`
+//! too: no served kind's strategy moves it), and a write that changes nothing
 //! stores nothing (no new resourceVersion, no event). A resourceVersion in the body or
 //! the patch is a precondition.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::apply::apply_to;
+use super::decode::{body_error, decode, patch_error};
 use super::events::{event_view, storage, stored_form, user_error, view};
 use super::managed::{ManagedUpdate, render_managed, track_update};
 use super::meta::{meta, meta_str, obj_rv, remove_meta, set_meta, with_type_meta};
-use super::read::parse_rv;
 use super::strategy::{allow_create_on_update, prepare_secret, shape_update};
 use super::{Key, SharedObject, State, Store, WriteOptions, check_body, check_name, object_key};
 use crate::error::{ApiError, Cause};
@@ -59,6 +59,7 @@ impl Store {
         opts: &WriteOptions,
     ) -> Result<Value, ApiError> {
         let mut obj = check_body(rt, obj)?;
+        decode(rt, &mut obj).map_err(|e| body_error(rt, &e))?;
         check_name(rt, ns, name, &mut obj)?;
         let mut st = self.write();
         let key = object_key(rt, ns, name);
@@ -72,7 +73,10 @@ impl Store {
         };
         let body_rv = meta_str(&obj, "resourceVersion").to_string();
         if !body_rv.is_empty() {
-            let rv = parse_rv(&body_rv)?;
+            // Not a number: the plain strconv error, a 500 without a reason.
+            let rv = body_rv
+                .parse::<u64>()
+                .map_err(|_| ApiError::reasonless(500, crate::error::parse_uint_error(&body_rv)))?;
             if rv != obj_rv(&existing.object) {
                 return Err(ApiError::stale(rt, name));
             }
@@ -90,7 +94,7 @@ impl Store {
         )
     }
 
-    /// Validate, bump generation, record managedFields and commit an update of
+    /// Validate, record managedFields and commit an update of
     /// `existing` to `new` (which already has the shape the subresource allows).
     #[allow(clippy::too_many_arguments)]
     fn finish_update(
@@ -124,29 +128,7 @@ impl Store {
         if !errs.is_empty() {
             return Err(ApiError::invalid(rt, &key.1, errs));
         }
-        // Generation: +1 when anything but metadata and status changes.
-        let spec_changed = {
-            let strip = |v: &Value| -> Map<String, Value> {
-                v.as_object()
-                    .map(|m| {
-                        m.iter()
-                            .filter(|(k, _)| {
-                                !matches!(k.as_str(), "metadata" | "status" | "kind" | "apiVersion")
-                            })
-                            .map(|(k, v)| (k.clone(), v.clone()))
-                            .collect()
-                    })
-                    .unwrap_or_default()
-            };
-            strip(&new) != strip(old)
-        };
-        if spec_changed {
-            let g = meta(old)
-                .and_then(|m| m.get("generation"))
-                .and_then(Value::as_i64)
-                .unwrap_or(0);
-            set_meta(&mut new, "generation", json!(g + 1));
-        }
+        // `generation` stays as stored: none of the served kinds' strategies moves it.
         let entries = match managed {
             ManagedUpdate::Track(manager, sub) => track_update(rt, Some(old), &new, manager, sub),
             ManagedUpdate::Given(entries) => entries,
@@ -232,7 +214,8 @@ impl Store {
         };
         let old = &*existing.object;
         if patch_type == PatchType::Apply {
-            let (new, entries) = apply_to(rt, old, parsed, name, ns, opts, sub)?;
+            let (mut new, entries) = apply_to(rt, old, parsed, name, ns, opts, sub)?;
+            decode(rt, &mut new).map_err(|e| body_error(rt, &e))?;
             let new = shape_update(rt, subresource, old, new);
             return self.finish_update(
                 &mut st,
@@ -249,7 +232,10 @@ impl Store {
         let patched = match patch_type {
             PatchType::Merge => {
                 if !parsed.is_object() {
-                    return Err(ApiError::bad_request("Invalid JSON Patch"));
+                    return Err(ApiError::bad_request(format!(
+                        "error decoding patch: json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
+                        patch::go_json_type(&parsed)
+                    )));
                 }
                 let mut v = old_view;
                 patch::merge_patch(&mut v, &parsed);
@@ -271,6 +257,7 @@ impl Store {
             ));
         }
         let mut patched = stored_form(conv, patched);
+        decode(rt, &mut patched).map_err(|e| patch_error(&patched, &e))?;
         check_name(rt, ns, name, &mut patched)?;
         // A resourceVersion in the patch is a precondition.
         let prv = meta_str(&patched, "resourceVersion").to_string();
@@ -363,10 +350,8 @@ mod tests {
             )
             .unwrap();
         assert_eq!(rv(&u), rv(&c) + 1);
-        assert_eq!(
-            u["metadata"]["generation"], 2,
-            "data change bumps generation"
-        );
+        // A v1.36 server keeps no generation on a ConfigMap, data change or not.
+        assert!(u["metadata"].get("generation").is_none());
         let e = s
             .update(configmaps(), Some("default"), "a", None, stale, &wo("m"))
             .unwrap_err();
@@ -394,7 +379,7 @@ mod tests {
             meta_str(&u2, "creationTimestamp"),
             meta_str(&c, "creationTimestamp")
         );
-        // Labels only: generation stays.
+        // Labels only: no generation either.
         let mut labels = u2.clone();
         labels["metadata"]["labels"] = json!({"x": "z"});
         let u3 = s
@@ -540,7 +525,8 @@ mod tests {
             .unwrap();
         assert_eq!(u["status"]["conditions"][0]["status"], "True");
         assert_eq!(u["spec"]["unschedulable"], true);
-        // Status subresource: only status changes.
+        // Status subresource: the spec stays; status and metadata change (as upstream's
+        // Node status strategy, which copies only the old spec).
         let mut st = u.clone();
         st["status"]["conditions"][0]["status"] = json!("False");
         st["spec"]["unschedulable"] = json!(false);
@@ -550,7 +536,7 @@ mod tests {
             .unwrap();
         assert_eq!(u2["status"]["conditions"][0]["status"], "False");
         assert_eq!(u2["spec"]["unschedulable"], true);
-        assert_eq!(u2["metadata"]["labels"], json!({"pool": "a"}));
+        assert_eq!(u2["metadata"]["labels"], json!({"changed": "yes"}));
         let mf = u2["metadata"]["managedFields"].as_array().unwrap();
         assert!(
             mf.iter()

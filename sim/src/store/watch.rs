@@ -286,17 +286,21 @@ impl Store {
         let id = self.inner.next_watcher.fetch_add(1, Ordering::Relaxed);
         table.watchers.insert(id, Watcher { tx, ..watcher_tmp });
         drop(st);
-        self.spawn_watch_timer(user_rt, rt.key(), id, opts);
+        self.spawn_watch_timer(user_rt, rt.key(), id, opts, current);
         Ok(rx)
     }
 
     /// Bookmarks and the timeout of watch `id`, on the tokio runtime (if there is one).
+    /// As upstream's watch cache, a bookmark goes out only once the store has moved past
+    /// `start_rv` (its resourceVersion when the watch began): a watch on a quiet store
+    /// gets none.
     fn spawn_watch_timer(
         &self,
         rt: &ResourceType,
         table_key: String,
         id: u64,
         opts: &WatchOptions,
+        start_rv: u64,
     ) {
         if !opts.allow_bookmarks && opts.timeout.is_none() {
             return;
@@ -310,30 +314,47 @@ impl Store {
         let bookmarks = opts.allow_bookmarks;
         let interval =
             Duration::from_millis(self.inner.bookmark_interval_ms.load(Ordering::Relaxed));
-        let deadline = opts.timeout.map(|t| tokio::time::Instant::now() + t);
+        let start = tokio::time::Instant::now();
+        let deadline = opts.timeout.map(|t| start + t);
+        // As upstream's watch cache: a bookmark 2 s before the deadline too, when that is
+        // still ahead (so a client sees the resourceVersion it resumes from).
+        let mut pre_timeout = deadline
+            .and_then(|d| d.checked_sub(Duration::from_secs(2)))
+            .filter(|p| *p > start && bookmarks);
         handle.spawn(async move {
-            let mut next_bookmark = tokio::time::Instant::now() + interval;
+            let mut next_bookmark = start + interval;
             loop {
-                let wake = match deadline {
+                let mut wake = match deadline {
                     Some(d) if !bookmarks || d <= next_bookmark => d,
                     _ => next_bookmark,
                 };
+                if let Some(p) = pre_timeout {
+                    wake = wake.min(p);
+                }
                 tokio::time::sleep_until(wake).await;
                 let Some(inner) = weak.upgrade() else { return };
                 let store = Store { inner };
-                if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
+                let now = tokio::time::Instant::now();
+                if deadline.is_some_and(|d| now >= d) {
                     let mut st = store.write();
                     if let Some(t) = st.tables.get_mut(&table_key) {
                         t.watchers.remove(&id);
                     }
                     return;
                 }
-                next_bookmark += interval;
+                if pre_timeout.is_some_and(|p| now >= p) {
+                    pre_timeout = None;
+                } else {
+                    next_bookmark += interval;
+                }
                 let failed = {
                     let st = store.read();
                     let Some(w) = st.tables.get(&table_key).and_then(|t| t.watchers.get(&id)) else {
                         return;
                     };
+                    if st.rv <= start_rv {
+                        continue;
+                    }
                     let bm = WatchEvent::new(
                         "BOOKMARK",
                         json!({"kind": kind, "apiVersion": api_version, "metadata": {"resourceVersion": st.rv.to_string()}}),
@@ -670,6 +691,15 @@ mod tests {
             end.object["metadata"]["resourceVersion"],
             s.current_resource_version().to_string()
         );
+        // Bookmarks come once the store has moved on (a write to another kind will do),
+        // as upstream's watch cache sends them.
+        s.create(
+            nodes(),
+            None,
+            json!({"metadata": {"name": "moved"}}),
+            &wo("m"),
+        )
+        .unwrap();
         let bm = tokio::time::timeout(Duration::from_secs(2), w.recv())
             .await
             .unwrap()

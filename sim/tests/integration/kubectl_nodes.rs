@@ -252,7 +252,8 @@ async fn kubectl_label_annotate_patch_nodes() {
         .flatten()
         .filter_map(|c| c["type"].as_str().map(String::from))
         .collect();
-    assert_eq!(types, ["Ready", "KubeletConfigApplied"]);
+    // A new condition goes first, as a v1.36 server merges it (tests/tests/api_parity.rs).
+    assert_eq!(types, ["KubeletConfigApplied", "Ready"]);
 
     // A patch that no-ops is reported as such.
     let out = sim
