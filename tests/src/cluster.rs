@@ -27,20 +27,13 @@ pub struct KubeletInfo {
     pub restart: Vec<String>,
     /// The node's own config file, as it was before any agent ran.
     pub local_config: String,
-    /// How the test (as admin) reaches a real kubelet's API over TLS.
-    pub(crate) tls: Option<ClientTls>,
+    /// How the test (as admin) reaches a real kubelet's API: a client that trusts the
+    /// cluster CA and presents the admin's certificate, built once.
+    pub(crate) https: Option<reqwest::Client>,
     /// The agent's kubeconfig.
     pub(crate) agent_kubeconfig: PathBuf,
     /// The agent's arguments that depend on the backend (paths, endpoints, credentials).
     pub(crate) agent_args: Vec<String>,
-}
-
-/// A client certificate and the CA to trust, for a real kubelet's API.
-#[derive(Debug, Clone)]
-pub(crate) struct ClientTls {
-    pub ca: PathBuf,
-    pub cert: PathBuf,
-    pub key: PathBuf,
 }
 
 impl KubeletInfo {
@@ -168,7 +161,7 @@ impl Cluster {
     pub async fn configz(&self, node: &str) -> Result<Value, E2eError> {
         let k = self.kubelet(node)?;
         let what = format!("configz of {node}");
-        let (code, body) = match &k.tls {
+        let (code, body) = match &k.https {
             None => {
                 let target = HttpTarget::parse(&k.url).map_err(|e| E2eError::Http {
                     what: what.clone(),
@@ -179,7 +172,7 @@ impl Cluster {
                     .await
                     .map_err(|e| http_error(&what, e))?
             }
-            Some(tls) => https_get(&format!("{}/configz", k.url), tls)
+            Some(client) => https_get(client, &format!("{}/configz", k.url))
                 .await
                 .map_err(|e| http_error(&what, e))?,
         };
@@ -294,20 +287,8 @@ pub(crate) fn current_pools(readyz: &Value, targets: &BTreeMap<String, String>) 
         .unwrap_or_default()
 }
 
-/// `GET url` over TLS with a client certificate (a real kubelet's API, as admin).
-async fn https_get(url: &str, tls: &ClientTls) -> Result<(u16, Vec<u8>), String> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let ca = std::fs::read(&tls.ca).map_err(|e| format!("{}: {e}", tls.ca.display()))?;
-    let mut identity =
-        std::fs::read(&tls.cert).map_err(|e| format!("{}: {e}", tls.cert.display()))?;
-    identity.extend(std::fs::read(&tls.key).map_err(|e| format!("{}: {e}", tls.key.display()))?);
-    let client = reqwest::Client::builder()
-        .tls_certs_only(reqwest::Certificate::from_pem_bundle(&ca).map_err(|e| e.to_string())?)
-        .identity(reqwest::Identity::from_pem(&identity).map_err(|e| e.to_string())?)
-        .timeout(std::time::Duration::from_secs(10))
-        .no_proxy()
-        .build()
-        .map_err(|e| e.to_string())?;
+/// `GET url` with `client` (a real kubelet's API, as admin).
+async fn https_get(client: &reqwest::Client, url: &str) -> Result<(u16, Vec<u8>), String> {
     let resp = client.get(url).send().await.map_err(|e| e.to_string())?;
     let code = resp.status().as_u16();
     let body = resp.bytes().await.map_err(|e| e.to_string())?;

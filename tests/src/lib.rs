@@ -58,6 +58,17 @@ pub const REQUIRE_ENV: &str = "KUBELET_GITOPS_E2E_REQUIRE";
 /// failed one's.
 pub const KEEP_ENV: &str = "KUBELET_GITOPS_E2E_KEEP";
 
+/// Whether the environment variable `name` is set to something other than `0`.
+pub(crate) fn env_flag(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+/// Whether [`REQUIRE_ENV`] is set: a missing binary (ours or upstream's) is then a
+/// failure, not a skip.
+pub fn required() -> bool {
+    env_flag(REQUIRE_ENV)
+}
+
 /// Lines of each log printed when a scenario fails.
 pub(crate) const TAIL_LINES: usize = 40;
 

@@ -15,13 +15,13 @@ use kubelet_gitops_sim::kubelet::{HttpTarget, KubeletPaths};
 use serde_json::Value;
 
 use crate::cluster::{
-    ClientTls, Cluster, Converged, KubeletInfo, applied_targets, client, current_pools, read_config,
+    Cluster, Converged, KubeletInfo, applied_targets, client, current_pools, read_config,
 };
 use crate::process::{self, Binaries, Proc};
 use crate::real::{self, NodePaths, NodeSetup, RealCluster, UpstreamBinaries};
 use crate::{
     Backend, CANARY_LABEL, ConfigFileWatch, E2eError, GitRemote, KEEP_ENV, NAMESPACE, NodeSpec,
-    NodeView, Options, PATIENCE, POOL_LABEL, Pool, REQUIRE_ENV, Recorder, TAIL_LINES, repo,
+    NodeView, Options, PATIENCE, POOL_LABEL, Pool, Recorder, TAIL_LINES, env_flag, repo, required,
     summary,
 };
 
@@ -94,11 +94,6 @@ impl std::ops::Deref for E2e {
     }
 }
 
-/// Whether the environment variable `name` is set to something other than `0`.
-fn env_flag(name: &str) -> bool {
-    std::env::var(name).is_ok_and(|v| !v.is_empty() && v != "0")
-}
-
 fn words(args: &[&str]) -> Vec<OsString> {
     args.iter().map(OsString::from).collect()
 }
@@ -119,7 +114,7 @@ impl E2e {
         });
         let (bins, upstream) = match located {
             Ok(b) => b,
-            Err(e) if !env_flag(REQUIRE_ENV) => {
+            Err(e) if !required() => {
                 eprintln!("e2e {scenario}: SKIPPED: {e}");
                 return Ok(None);
             }
@@ -776,7 +771,7 @@ fn sim_kubelet_info(
         root,
         restart,
         local_config,
-        tls: None,
+        https: None,
         agent_kubeconfig: kubeconfig,
         agent_args,
     })
@@ -889,11 +884,15 @@ async fn real_kubelet_info(
                 .collect::<Vec<_>>(),
         ),
         root,
-        tls: Some(ClientTls {
-            ca: cluster.ca().to_path_buf(),
-            cert: admin.cert.clone(),
-            key: admin.key.clone(),
-        }),
+        https: Some(
+            real::tls_client(cluster.ca(), Some(admin))?
+                .timeout(Duration::from_secs(10))
+                .build()
+                .map_err(|e| E2eError::Unexpected {
+                    what: "an HTTPS client for the kubelets".into(),
+                    message: e.to_string(),
+                })?,
+        ),
         agent_kubeconfig,
         agent_args,
     })

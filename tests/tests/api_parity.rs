@@ -31,8 +31,8 @@ use k8s_openapi::api::core::v1::{ConfigMap, Event, EventSource, Node, ObjectRefe
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use kube::api::{Api, DeleteParams, ListParams, PartialObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
-use kubelet_gitops_e2e::REQUIRE_ENV;
-use kubelet_gitops_e2e::real::{RealCluster, UpstreamBinaries};
+use kubelet_gitops_e2e::real::pki::CertFiles;
+use kubelet_gitops_e2e::real::{self, RealCluster, UpstreamBinaries};
 use serde_json::{Value, json};
 
 /// The namespace the script works in.
@@ -76,13 +76,8 @@ async fn on_the_sim() {
 }
 
 async fn on_the_real_server() {
-    let bins = match UpstreamBinaries::locate() {
-        Ok(b) => b,
-        Err(e) if !require() => {
-            eprintln!("api_parity real: SKIPPED: {e}");
-            return;
-        }
-        Err(e) => panic!("api_parity real: {e}"),
+    let Some(bins) = UpstreamBinaries::locate_or_skip("api_parity real") else {
+        return;
     };
     let dir = tempfile::Builder::new()
         .prefix("kgparity-")
@@ -92,17 +87,11 @@ async fn on_the_real_server() {
     let cluster = RealCluster::start(dir.path(), &logs, bins, &[], false)
         .await
         .expect("the real control plane starts");
-    let cert = cluster.admin_cert();
-    let tls = Tls {
-        ca: cluster.ca().to_path_buf(),
-        cert: cert.cert.clone(),
-        key: cert.key.clone(),
-    };
     let target = Target::new(
         "real",
         cluster.server(),
         cluster.admin_kubeconfig(),
-        Some(&tls),
+        Some((cluster.ca(), cluster.admin_cert())),
     )
     .await;
     script(&target).await;
@@ -114,10 +103,6 @@ async fn on_the_real_server() {
         );
     }
     target.finish();
-}
-
-fn require() -> bool {
-    std::env::var(REQUIRE_ENV).is_ok_and(|v| !v.is_empty() && v != "0")
 }
 
 // ---------------------------------------------------------------------------------------
@@ -2247,13 +2232,6 @@ const PARSE_X: &str =
 const QUALIFIED_NAME: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
 const LABEL_VALUE: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
 
-/// The admin's client certificate and the cluster CA (the real server).
-struct Tls {
-    ca: PathBuf,
-    cert: PathBuf,
-    key: PathBuf,
-}
-
 /// One API server under test, and the differences found on it so far.
 struct Target {
     name: &'static str,
@@ -2271,19 +2249,18 @@ struct Answer {
 }
 
 impl Target {
-    async fn new(name: &'static str, base: &str, kubeconfig: &Path, tls: Option<&Tls>) -> Target {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let mut builder = reqwest::Client::builder()
-            .no_proxy()
-            .timeout(Duration::from_secs(60));
-        if let Some(tls) = tls {
-            let ca = std::fs::read(&tls.ca).expect("the CA");
-            let mut identity = std::fs::read(&tls.cert).expect("the admin certificate");
-            identity.extend(std::fs::read(&tls.key).expect("the admin key"));
-            builder = builder
-                .tls_certs_only(reqwest::Certificate::from_pem_bundle(&ca).expect("CA PEM"))
-                .identity(reqwest::Identity::from_pem(&identity).expect("admin PEM"));
-        }
+    /// `tls`: the cluster CA and the admin's certificate (the real server).
+    async fn new(
+        name: &'static str,
+        base: &str,
+        kubeconfig: &Path,
+        tls: Option<(&Path, &CertFiles)>,
+    ) -> Target {
+        let builder = match tls {
+            Some((ca, admin)) => real::tls_client(ca, Some(admin)).expect("a TLS client"),
+            None => real::http_client(),
+        };
+        let builder = builder.timeout(Duration::from_secs(60));
         let kc = kube::config::Kubeconfig::read_from(kubeconfig).expect("the kubeconfig");
         let config =
             kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())

@@ -28,8 +28,10 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use kubelet_gitops_core::protocol;
-use kubelet_gitops_e2e::real::{NodeSetup, RealCluster, UpstreamBinaries, kubelet_base};
-use kubelet_gitops_e2e::{KEEP_ENV, NAMESPACE, PATIENCE, REQUIRE_ENV};
+use kubelet_gitops_e2e::real::{
+    self as real, NodeSetup, RealCluster, UpstreamBinaries, kubelet_base,
+};
+use kubelet_gitops_e2e::{KEEP_ENV, NAMESPACE, PATIENCE};
 use serde_json::{Value, json};
 
 /// The overlay under test, and the namespace it sets.
@@ -1145,12 +1147,9 @@ async fn kubelet_get(
 /// reconciler's does not, and neither reads anything else. The 403 bodies name what the
 /// kubelet asked for, which the checks pin down, so a change upstream shows here.
 async fn kubelet_access(cluster: &RealCluster, ids: &Identities) -> Result<(), String> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let pem = std::fs::read(cluster.ca()).map_err(fail)?;
-    let http = reqwest::Client::builder()
-        .tls_certs_only(reqwest::Certificate::from_pem_bundle(&pem).map_err(fail)?)
+    let http = real::tls_client(cluster.ca(), None)
+        .map_err(fail)?
         .timeout(Duration::from_secs(20))
-        .no_proxy()
         .build()
         .map_err(fail)?;
     let a = cluster.node("node-a").map_err(fail)?;
@@ -1225,17 +1224,10 @@ async fn kubelet_access(cluster: &RealCluster, ids: &Identities) -> Result<(), S
 // ---------------------------------------------------------------------------------------
 // Support
 
-/// The upstream binaries, or `None` after printing why the test skips (an error when
+/// The upstream binaries, or `None` after printing why the test skips (a panic when
 /// KUBELET_GITOPS_E2E_REQUIRE is set).
 fn upstream(test: &str) -> Option<UpstreamBinaries> {
-    match UpstreamBinaries::locate() {
-        Ok(b) => Some(b),
-        Err(e) if !std::env::var(REQUIRE_ENV).is_ok_and(|v| !v.is_empty() && v != "0") => {
-            eprintln!("real_access {test}: SKIPPED: {e}");
-            None
-        }
-        Err(e) => panic!("real_access {test}: {e}"),
-    }
+    UpstreamBinaries::locate_or_skip(&format!("real_access {test}"))
 }
 
 /// A test's directory: removed when the test passes, kept (and named) when it fails or

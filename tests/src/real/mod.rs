@@ -84,6 +84,61 @@ impl UpstreamBinaries {
     }
 }
 
+impl UpstreamBinaries {
+    /// [`UpstreamBinaries::locate`] for a test named `what`: `None` after printing
+    /// `<what>: SKIPPED: <why>` when they are missing; a panic instead when
+    /// [`crate::REQUIRE_ENV`] is set (CI).
+    pub fn locate_or_skip(what: &str) -> Option<UpstreamBinaries> {
+        match UpstreamBinaries::locate() {
+            Ok(bins) => Some(bins),
+            Err(e) if !crate::required() => {
+                eprintln!("{what}: SKIPPED: {e}");
+                None
+            }
+            Err(e) => panic!(
+                "{what}: {e} ({} is set, so this is a failure)",
+                crate::REQUIRE_ENV
+            ),
+        }
+    }
+}
+
+/// An HTTP client builder: rustls with ring (installed as the process's provider: reqwest
+/// is built without one), no proxy.
+pub fn http_client() -> reqwest::ClientBuilder {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder().no_proxy()
+}
+
+/// An [`http_client`] builder that trusts only the cluster CA `ca` and,
+/// given `identity`, presents that client certificate: for the API server's and the
+/// kubelets' TLS ports.
+pub fn tls_client(
+    ca: &Path,
+    identity: Option<&pki::CertFiles>,
+) -> Result<reqwest::ClientBuilder, E2eError> {
+    let tls_error = |what: String| {
+        move |e: reqwest::Error| E2eError::Unexpected {
+            what,
+            message: e.to_string(),
+        }
+    };
+    let read =
+        |p: &Path| std::fs::read(p).map_err(E2eError::io(format!("reading {}", p.display())));
+    let roots = reqwest::Certificate::from_pem_bundle(&read(ca)?)
+        .map_err(tls_error(format!("the CA {}", ca.display())))?;
+    let mut builder = http_client().tls_certs_only(roots);
+    if let Some(id) = identity {
+        let mut pem = read(&id.cert)?;
+        pem.extend(read(&id.key)?);
+        builder = builder.identity(
+            reqwest::Identity::from_pem(&pem)
+                .map_err(tls_error(format!("the certificate {}", id.cert.display())))?,
+        );
+    }
+    Ok(builder)
+}
+
 /// Runs kubectl with `kubeconfig`; its stdout.
 pub async fn run_kubectl(kubeconfig: &Path, args: &[&str]) -> Result<String, E2eError> {
     let flag = format!("--kubeconfig={}", kubeconfig.display());

@@ -36,7 +36,7 @@ pub const RECONCILER_SA: &str = "kubelet-gitops-reconciler";
 pub fn upstream(what: &str) -> Result<UpstreamBinaries, String> {
     match UpstreamBinaries::locate() {
         Ok(bins) => Ok(bins),
-        Err(e) if std::env::var(REQUIRE_ENV).is_ok_and(|v| !v.is_empty() && v != "0") => {
+        Err(e) if kubelet_gitops_e2e::required() => {
             panic!("{what}: {e} ({REQUIRE_ENV} is set, so this is a failure)")
         }
         Err(e) => Err(e.to_string()),
