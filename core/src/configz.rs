@@ -11,6 +11,13 @@
 //! `cmd/kubelet/app/server.go`), whatever the config says. [`configz_diff_on`] therefore
 //! takes the runtime's driver when configz shows it ([`crate::node_setup`] explains the
 //! rule).
+//!
+//! And one change made after `initConfigz` that configz still shows: with
+//! `reservedSystemCPUs`, the kubelet deletes `kubeReserved.cpu` and sets
+//! `systemReserved.cpu` to the number of reserved CPUs, in the very maps configz holds
+//! (the conversion to v1beta1 shares them). [`shown_by_configz`] applies it; found by the
+//! demo on real v1.36 kubelets, where every `reservedSystemCPUs` pool failed verification
+//! with `systemReserved.cpu: expected "500m", kubelet has "1"`.
 
 use std::fmt;
 
@@ -45,6 +52,35 @@ impl fmt::Display for ConfigzDiff {
     }
 }
 
+/// The config as a v1.36 kubelet's `/configz` shows it once it runs with `config`:
+/// when `reservedSystemCPUs` names CPUs, `kubeReserved` without `cpu` and `systemReserved`
+/// with `cpu` set to their number (`cmd/kubelet/app/server.go`, `run`: "Option
+/// --reserved-cpus is specified, it will overwrite the cpu setting in KubeReserved and
+/// SystemReserved"). The kubelet changes the maps configz shares, so only a map the
+/// config has shows the change: without `systemReserved` the kubelet makes a new map,
+/// which configz does not see.
+pub fn shown_by_configz(
+    config: &KubeletConfiguration,
+) -> std::borrow::Cow<'_, KubeletConfiguration> {
+    let cpus = config
+        .reserved_system_cpus
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .and_then(|s| crate::cpuset::count(s).ok())
+        .filter(|n| *n > 0);
+    let Some(cpus) = cpus else {
+        return std::borrow::Cow::Borrowed(config);
+    };
+    let mut shown = config.clone();
+    if let Some(kube) = shown.kube_reserved.as_mut() {
+        kube.remove("cpu");
+    }
+    if let Some(system) = shown.system_reserved.as_mut() {
+        system.insert("cpu".into(), cpus.to_string());
+    }
+    std::borrow::Cow::Owned(shown)
+}
+
 /// [`configz_diff`] on a node whose container runtime's cgroup driver is
 /// `runtime_cgroup_driver`: a configz that shows the runtime's driver where the config
 /// has another is what a kubelet whose runtime reports its driver runs, not a difference.
@@ -64,10 +100,10 @@ pub fn configz_diff_on(
     }
 }
 
-/// Every field where `actual` (configz's `kubeletconfig` object) differs from `expect`.
-/// Empty when they agree.
+/// Every field where `actual` (configz's `kubeletconfig` object) differs from what a
+/// kubelet running `expect` shows ([`shown_by_configz`]). Empty when they agree.
 pub fn configz_diff(expect: &KubeletConfiguration, actual: &Value) -> Vec<ConfigzDiff> {
-    let want = match serde_json::to_value(expect) {
+    let want = match serde_json::to_value(shown_by_configz(expect).as_ref()) {
         Ok(v) => normalize(strip_type_meta(v), false),
         Err(e) => {
             return vec![ConfigzDiff {
@@ -247,6 +283,53 @@ mod tests {
         });
         assert_eq!(unknown_fields(&actual), ["someNewField"]);
         assert!(unknown_fields(&json!("not an object")).is_empty());
+    }
+
+    #[test]
+    fn reserved_system_cpus_rewrite_the_cpu_reservations_configz_shows() {
+        let mut cfg = KubeletConfiguration {
+            reserved_system_cpus: Some("0-1,4".into()),
+            system_reserved: Some(
+                [
+                    ("cpu".to_string(), "500m".to_string()),
+                    ("memory".to_string(), "1Gi".to_string()),
+                ]
+                .into(),
+            ),
+            kube_reserved: Some([("cpu".to_string(), "250m".to_string())].into()),
+            ..KubeletConfiguration::default()
+        };
+        let shown = shown_by_configz(&cfg);
+        assert_eq!(shown.system_reserved.as_ref().unwrap()["cpu"], "3");
+        assert_eq!(shown.system_reserved.as_ref().unwrap()["memory"], "1Gi");
+        assert!(shown.kube_reserved.as_ref().unwrap().is_empty());
+        // What a real v1.36 kubelet served for the demo's gpu pool.
+        let real = serde_json::json!({
+            "reservedSystemCPUs": "0-1,4",
+            "systemReserved": {"cpu": "3", "memory": "1Gi"},
+            "kubeReserved": {},
+        });
+        assert_eq!(configz_diff(&cfg, &real), vec![]);
+        let unchanged = serde_json::json!({
+            "reservedSystemCPUs": "0-1,4",
+            "systemReserved": {"cpu": "500m", "memory": "1Gi"},
+            "kubeReserved": {"cpu": "250m"},
+        });
+        assert_eq!(configz_diff(&cfg, &unchanged).len(), 2);
+
+        // Without the maps the kubelet makes new ones that configz does not see.
+        cfg.system_reserved = None;
+        cfg.kube_reserved = None;
+        assert!(shown_by_configz(&cfg).system_reserved.is_none());
+        // Without reservedSystemCPUs nothing changes.
+        let plain = KubeletConfiguration {
+            system_reserved: Some([("cpu".to_string(), "500m".to_string())].into()),
+            ..KubeletConfiguration::default()
+        };
+        assert!(matches!(
+            shown_by_configz(&plain),
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 
     #[test]

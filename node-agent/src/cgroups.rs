@@ -168,12 +168,20 @@ pub struct RootedHierarchy {
 }
 
 impl RootedHierarchy {
-    /// The v1 controllers mounted under the root, among those the kubelet checks.
+    /// The v1 controllers mounted under the root, among those the kubelet checks. The
+    /// kubelet reads the mount table; through `--host-root` the agent cannot, so it takes
+    /// a controller's directory as mounted unless it is empty: a mounted hierarchy always
+    /// holds its interface files, while an empty directory is a mount point with nothing
+    /// mounted (some hosts have an unmounted `/sys/fs/cgroup/hugetlb`), where the kubelet
+    /// makes no cgroups and the agent must not look for them.
     fn v1_mounted(&self) -> Vec<&'static str> {
         V1_CONTROLLERS
             .iter()
             .copied()
-            .filter(|c| self.root.join(c).is_dir())
+            .filter(|c| {
+                std::fs::read_dir(self.root.join(c))
+                    .is_ok_and(|mut entries| entries.next().is_some())
+            })
             .collect()
     }
 
@@ -679,6 +687,21 @@ mod tests {
         assert!(!value_matches(&huge, "2097152"));
         let pids = limit("pids", "pids.max", "max");
         assert!(value_matches(&pids, "max"));
+    }
+
+    #[test]
+    fn an_empty_controller_directory_is_not_a_mounted_hierarchy() {
+        // As on the CI machines: /sys/fs/cgroup/hugetlb exists, empty, with nothing mounted.
+        let dir = tempfile::tempdir().unwrap();
+        for c in ["cpu", "memory"] {
+            std::fs::create_dir_all(dir.path().join(c).join("kubepods")).unwrap();
+        }
+        std::fs::create_dir_all(dir.path().join("hugetlb")).unwrap();
+        let h = RootedHierarchy {
+            root: dir.path().to_path_buf(),
+            version: CgroupVersion::V1,
+        };
+        assert_eq!(h.v1_mounted(), ["cpu", "memory"]);
     }
 
     #[test]

@@ -1,17 +1,20 @@
 //! `kubelet-gitops demo`: the whole loop on one machine in under a minute.
 //!
-//! 1. A simulated cluster ([`kubelet_gitops_sim`]) with the 12 nodes of
-//!    `examples-repo/inventory.yaml` (pools `general`, `gpu`, `high-memory`), a stand-in
-//!    kubelet per node, in-process.
+//! 1. A cluster with the 12 nodes of `examples-repo/inventory.yaml` (pools `general`,
+//!    `gpu`, `high-memory`) ([`cluster`]): by default simulated ([`kubelet_gitops_sim`]),
+//!    a stand-in kubelet per node, in-process; with `--cluster real`, a real v1.36
+//!    control plane and 12 real kubelets on loopback ([`real`]).
 //! 2. A git repository holding a copy of `examples-repo/` ([`repo`]), served by `file://`
-//!    URL, with the rollout timings shortened so the demo fits in a minute.
+//!    URL, with the rollout timings shortened so the demo fits in a minute (and, for real
+//!    kubelets, the base's machine-specific paths made this machine's).
 //! 3. The reconciler in-process ([`crate::controller::start`]), polling the repository,
 //!    and one real `kubelet-gitops-agent` process per node ([`agents`], [`nodes`]),
-//!    restarting its stand-in kubelet through the sim's control endpoint with curl.
+//!    restarting its kubelet (the sim's control endpoint with curl; a real one as systemd
+//!    would).
 //! 4. Three commits, each shown live per pool ([`progress`]): the examples themselves
 //!    (every node leaves its local config), a change to one pool (`general` maxPods), and
-//!    a config the kubelet cannot start with (`gpu` cgroupRoot), which the canary rolls
-//!    back and which halts the pool with no other node touched.
+//!    a config the kubelet cannot start with (`gpu` podLogsDir where a file stands), which
+//!    the canary rolls back and which halts the pool with no other node touched.
 //! 5. The commit statuses from the repository's git notes, and where everything is on
 //!    disk.
 //!
@@ -23,9 +26,11 @@
 
 mod acts;
 mod agents;
+mod cluster;
 mod error;
 mod nodes;
 mod progress;
+mod real;
 mod repo;
 mod report;
 mod setup;
@@ -35,13 +40,15 @@ mod wait;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use kubelet_gitops_sim::cluster::Sim;
+use kubelet_gitops_e2e::real::UpstreamBinaries;
 
 use crate::controller::RunningController;
 
+pub use cluster::ClusterKind;
 pub use error::DemoError;
 
 use agents::Agents;
+use cluster::DemoCluster;
 use repo::DemoRepo;
 
 /// How fast the demo goes.
@@ -64,18 +71,49 @@ pub struct DemoOptions {
     pub speed: Speed,
     /// Draw progress bars (stdout is a terminal); else print plain lines.
     pub live: bool,
+    /// The simulator or real Kubernetes.
+    pub cluster: ClusterKind,
+    /// Where the upstream binaries are (`--cluster real`); `None`: `upstream/bin` of the
+    /// checkout this binary was built from.
+    pub upstream_bin: Option<PathBuf>,
 }
 
-/// The rollout timings of the demo's repository (the examples' minutes and hours would
-/// make the demo last an hour).
-pub const HEALTH_TIMEOUT: &str = "10s";
-/// See [`HEALTH_TIMEOUT`].
-pub const LKG_GRACE: &str = "5s";
+/// The demo's timings on one kind of cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timings {
+    /// The repository's rollout `healthTimeout` (the examples' minutes and hours would
+    /// make the demo last an hour).
+    pub health_timeout: &'static str,
+    /// The repository's rollout `lkgGrace`.
+    pub lkg_grace: &'static str,
+    /// Time limit of a step that starts something. The demo itself takes well under a
+    /// minute on the sim; these bound a step on a slow or loaded machine.
+    pub start_limit: Duration,
+    /// Time limit of one rollout.
+    pub rollout_limit: Duration,
+}
 
-/// Every step's time limit. The demo itself takes well under a minute; these bound a
-/// step on a slow or loaded machine.
-const START_LIMIT: Duration = Duration::from_secs(60);
-const ROLLOUT_LIMIT: Duration = Duration::from_secs(90);
+impl Timings {
+    /// The timings for `kind`: a real kubelet takes seconds to start where a stand-in
+    /// takes a tenth of one, and twelve of them share this machine's cores with the
+    /// control plane.
+    pub fn of(kind: ClusterKind) -> Timings {
+        match kind {
+            ClusterKind::Sim => Timings {
+                health_timeout: "10s",
+                lkg_grace: "5s",
+                start_limit: Duration::from_secs(60),
+                rollout_limit: Duration::from_secs(90),
+            },
+            ClusterKind::Real => Timings {
+                health_timeout: "30s",
+                lkg_grace: "5s",
+                start_limit: Duration::from_secs(240),
+                rollout_limit: Duration::from_secs(420),
+            },
+        }
+    }
+}
 
 /// How often the demo looks at the cluster while it waits.
 const TICK: Duration = Duration::from_millis(100);
@@ -116,9 +154,12 @@ pub struct DemoSummary {
 /// run can still be cleaned up ([`Demo::shutdown`]).
 pub struct Demo {
     options: DemoOptions,
+    timings: Timings,
     agent_bin: PathBuf,
+    /// The upstream binaries (`--cluster real`).
+    upstream: Option<UpstreamBinaries>,
     workdir: Workdir,
-    sim: Option<Sim>,
+    cluster: Option<DemoCluster>,
     controller: Option<RunningController>,
     agents: Agents,
     repo: Option<DemoRepo>,
@@ -127,8 +168,8 @@ pub struct Demo {
 }
 
 impl Demo {
-    /// Checks this machine (the agent binary, curl) and the options, and creates the work
-    /// directory.
+    /// Checks this machine (the agent binary; curl for the sim; the upstream binaries and
+    /// kubectl for a real cluster) and the options, and creates the work directory.
     pub fn new(options: DemoOptions) -> Result<Demo, DemoError> {
         let exe = std::env::current_exe().ok();
         let path = std::env::var_os("PATH");
@@ -137,9 +178,36 @@ impl Demo {
             exe.as_deref(),
             path.as_deref(),
         )?;
-        if agents::on_path("curl", path.as_deref()).is_none() {
-            return Err(DemoError::NoCurl);
-        }
+        let upstream = match options.cluster {
+            ClusterKind::Sim => {
+                if agents::on_path("curl", path.as_deref()).is_none() {
+                    return Err(DemoError::NoCurl);
+                }
+                None
+            }
+            ClusterKind::Real => {
+                let dir = options
+                    .upstream_bin
+                    .clone()
+                    .unwrap_or_else(UpstreamBinaries::default_dir);
+                let bins = UpstreamBinaries::in_dir(&dir).map_err(|e| match e {
+                    kubelet_gitops_e2e::E2eError::MissingUpstream { dir, missing } => {
+                        DemoError::NoUpstream {
+                            dir,
+                            missing: missing.join(", "),
+                        }
+                    }
+                    other => DemoError::Real {
+                        what: "find the upstream binaries",
+                        source: Box::new(other),
+                    },
+                })?;
+                if agents::on_path("kubectl", path.as_deref()).is_none() {
+                    return Err(DemoError::NoKubectl);
+                }
+                Some(bins)
+            }
+        };
         let workdir = match &options.workdir {
             Some(dir) => {
                 if dir.exists() {
@@ -163,13 +231,18 @@ impl Demo {
                 Workdir::Temp { dir, path }
             }
         };
+        if options.cluster == ClusterKind::Real {
+            cluster::check_socket_room(workdir.path(), "high-memory-3")?;
+        }
         let logs = workdir.path().join("logs");
         std::fs::create_dir_all(&logs).map_err(error::io("create", &logs))?;
         Ok(Demo {
+            timings: Timings::of(options.cluster),
             options,
             agent_bin,
+            upstream,
             workdir,
-            sim: None,
+            cluster: None,
             controller: None,
             agents: Agents::default(),
             repo: None,
@@ -188,10 +261,6 @@ impl Demo {
         self.workdir().join("logs/reconciler.log")
     }
 
-    fn kubeconfig(&self) -> PathBuf {
-        self.workdir().join("kubeconfig")
-    }
-
     fn agent_log(&self, node: &str) -> PathBuf {
         self.workdir().join(format!("logs/agent-{node}.log"))
     }
@@ -200,9 +269,14 @@ impl Demo {
     /// [`Demo::shutdown`].
     pub async fn run(&mut self) -> Result<DemoSummary, DemoError> {
         self.started = Instant::now();
-        println!(
-            "kubelet-gitops demo: a config repository, the reconciler, 12 simulated nodes in 3 pools with a stand-in kubelet each, and a real agent per node.\n"
-        );
+        match self.options.cluster {
+            ClusterKind::Sim => println!(
+                "kubelet-gitops demo: a config repository, the reconciler, 12 simulated nodes in 3 pools with a stand-in kubelet each, and a real agent per node.\n"
+            ),
+            ClusterKind::Real => println!(
+                "kubelet-gitops demo on real Kubernetes: a config repository, the reconciler, a v1.36 control plane and 12 real kubelets in 3 pools on this machine, and an agent per node.\n"
+            ),
+        }
         self.start_cluster().await?;
         let c1 = self.create_repo()?;
         self.start_loop().await?;
@@ -225,10 +299,10 @@ impl Demo {
         }
     }
 
-    fn sim(&self) -> &Sim {
+    fn cluster(&self) -> &DemoCluster {
         // Set by start_cluster, the first step; every later step runs after it.
-        match &self.sim {
-            Some(sim) => sim,
+        match &self.cluster {
+            Some(cluster) => cluster,
             None => unreachable!("the cluster is started before any other step"),
         }
     }
@@ -259,7 +333,7 @@ impl Demo {
         };
     }
 
-    /// Stops the agents, the reconciler and the sim; removes a temporary work directory
+    /// Stops the agents, the reconciler and the cluster; removes a temporary work directory
     /// unless [`Demo::keep_workdir`] was called.
     pub async fn shutdown(mut self) {
         self.agents.stop().await;
@@ -268,8 +342,8 @@ impl Demo {
         {
             tracing::warn!(error = %kubelet_gitops_core::message::error_chain(&e), "reconciler stopped with an error");
         }
-        if let Some(sim) = self.sim.take() {
-            sim.shutdown().await;
+        if let Some(cluster) = self.cluster.take() {
+            cluster.shutdown().await;
         }
         if let Workdir::Temp { dir, path } = self.workdir
             && let Err(e) = dir.close()

@@ -260,3 +260,16 @@ pub fn free_port() -> Result<u16, E2eError> {
         .port();
     Ok(port)
 }
+
+/// `word` in single quotes for a POSIX shell (and for the agent's command-line split).
+pub fn shell_quote(word: &str) -> String {
+    if !word.is_empty()
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./:=@,+".contains(&b))
+    {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}

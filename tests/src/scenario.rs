@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::cluster::{
     Cluster, Converged, KubeletInfo, applied_targets, client, current_pools, read_config,
 };
-use crate::process::{self, Binaries, Proc};
+use crate::process::{self, Binaries, Proc, shell_quote};
 use crate::real::{self, NodePaths, NodeSetup, RealCluster, UpstreamBinaries};
 use crate::{
     Backend, CANARY_LABEL, ConfigFileWatch, E2eError, GitRemote, KEEP_ENV, NAMESPACE, NodeSpec,
@@ -791,6 +791,7 @@ fn node_setup(spec: &NodeSpec, cluster_dir: &Path) -> NodeSetup {
         name: spec.name.clone(),
         labels,
         config: real::kubelet_base(cluster_dir),
+        flags: Vec::new(),
     }
 }
 
@@ -948,19 +949,6 @@ fn restart_command(delay: Option<Duration>, detached: bool, command: &[&str]) ->
         script.push_str(&format!("exec {}", quoted.join(" ")));
     }
     vec!["sh".into(), "-c".into(), script]
-}
-
-/// `word` in single quotes for a POSIX shell (and for the agent's command-line split).
-fn shell_quote(word: &str) -> String {
-    if !word.is_empty()
-        && word
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_./:=@,+".contains(&b))
-    {
-        word.to_string()
-    } else {
-        format!("'{}'", word.replace('\'', r"'\''"))
-    }
 }
 
 /// Waits for `serve` to print its URL and one line per node

@@ -128,6 +128,7 @@ async fn rbac_admission_and_kubelet_access_of_each_component() {
                 name: name.into(),
                 labels: Vec::new(),
                 config: kubelet_base(work.path()),
+                flags: Vec::new(),
             })
             .collect();
         let mut cluster = RealCluster::start(work.path(), &work.logs(), bins, &nodes, true)

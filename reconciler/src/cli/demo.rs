@@ -10,7 +10,7 @@ use kubelet_gitops_core::logging::{self, LogFormat, LogOutput};
 use kubelet_gitops_core::message::error_chain;
 
 use super::inputs;
-use crate::demo::{Demo, DemoOptions, Speed};
+use crate::demo::{ClusterKind, Demo, DemoOptions, Speed};
 
 /// `kubelet-gitops demo` options.
 #[derive(Debug, Args)]
@@ -31,6 +31,23 @@ pub struct DemoArgs {
         env = "KUBELET_GITOPS_DEMO_SPEED"
     )]
     speed: Speed,
+    /// `sim`: the embedded simulated API server with a stand-in kubelet per node (no Go
+    /// needed, under a minute). `real`: Kubernetes v1.36 on loopback, etcd,
+    /// kube-apiserver, controller-manager, scheduler and 12 real kubelets with a fake
+    /// container runtime, from the binaries `upstream/build.sh` builds (needs kubectl;
+    /// about 2 minutes, 1.5 GB of memory).
+    #[arg(
+        long,
+        value_enum,
+        default_value = "sim",
+        env = "KUBELET_GITOPS_DEMO_CLUSTER"
+    )]
+    cluster: ClusterKind,
+    /// With --cluster real: the directory of the upstream binaries (etcd, kube-apiserver,
+    /// kube-controller-manager, kube-scheduler, kubelet, fake-cri). Default: upstream/bin
+    /// of the checkout this binary was built from.
+    #[arg(long, value_name = "DIR", env = "KUBELET_GITOPS_UPSTREAM_BIN")]
+    upstream_bin: Option<PathBuf>,
     /// Log filter for the reconciler and the simulated cluster (their log is a file in
     /// the work directory).
     #[arg(
@@ -56,6 +73,8 @@ pub fn run(args: DemoArgs) -> ExitCode {
         workdir,
         agent_bin,
         speed,
+        cluster,
+        upstream_bin,
         log,
     } = args;
     let options = DemoOptions {
@@ -63,6 +82,8 @@ pub fn run(args: DemoArgs) -> ExitCode {
         agent_bin,
         speed,
         live: std::io::stdout().is_terminal(),
+        cluster,
+        upstream_bin,
     };
     let runtime = match inputs::runtime() {
         Ok(rt) => rt,
@@ -99,7 +120,7 @@ pub fn run(args: DemoArgs) -> ExitCode {
                 ExitCode::from(if e.is_setup() { 2 } else { 1 })
             }
             None => {
-                eprintln!("\ninterrupted: stopping the agents and the simulated cluster");
+                eprintln!("\ninterrupted: stopping the agents and the cluster");
                 ExitCode::from(130)
             }
         };

@@ -6,11 +6,10 @@ use std::time::Instant;
 
 use kubelet_gitops_core::message::OneLine;
 
+use super::Demo;
 use super::error::DemoError;
-use super::nodes::{self, NodePaths};
-use super::repo::{self, GPU_CGROUP_ROOT};
-use super::view::{NodeView, short, snapshot};
-use super::{Demo, HEALTH_TIMEOUT, START_LIMIT};
+use super::repo;
+use super::view::{NodeView, short};
 use crate::rollout::{PoolPhase, PoolReport};
 use crate::state::SyncState;
 
@@ -28,12 +27,17 @@ impl Demo {
             "\n==> Rollout 1: commit {} brings every pool from the nodes' local configs to its config",
             &c1[..7]
         );
+        const STEP: &str = "roll out the example configuration";
         let commit = c1.to_string();
         let pools = self
-            .rollout("roll out the example configuration", c1, |s, _| {
-                all_complete(s, &commit).then(|| s.pools.clone())
+            .rollout(STEP, c1, |s, _| {
+                complete_or_halted(s, &commit).map(|r| r.map(|()| s.pools.clone()))
             })
-            .await?;
+            .await?
+            .map_err(|problem| DemoError::Unexpected {
+                step: STEP,
+                problem,
+            })?;
         self.act("rollout 1", t);
         Ok(Act1 { pools })
     }
@@ -59,18 +63,25 @@ impl Demo {
             "\n==> Rollout 2: commit {} \"general: maxPods {old} -> {new}\": a new ConfigMap {target}; the other pools' are unchanged",
             &c2[..7]
         );
+        const STEP: &str = "roll out general maxPods";
         let commit = c2.clone();
-        self.rollout("roll out general maxPods", &c2, |s, _| {
-            all_complete(s, &commit).then_some(())
-        })
-        .await?;
-        let nodes = snapshot(self.sim());
+        self.rollout(STEP, &c2, |s, _| complete_or_halted(s, &commit))
+            .await?
+            .map_err(|problem| DemoError::Unexpected {
+                step: STEP,
+                problem,
+            })?;
+        let nodes = self.cluster().nodes().await?;
         for n in nodes
             .iter()
             .filter(|n| n.pool.as_deref() == Some("general"))
         {
-            if let Some(m) = n.message.as_deref().filter(|m| m.contains("--max-pods")) {
-                println!("    {}: {}", n.name, OneLine(m));
+            if let Some(o) = n
+                .message
+                .as_deref()
+                .and_then(|m| flag_override(m, "maxPods"))
+            {
+                println!("    {}: its own kubelet flag wins: {o}", n.name);
             }
         }
         self.act("rollout 2", t);
@@ -79,7 +90,7 @@ impl Demo {
 
     /// Act 3: a config the canary's kubelet cannot start with.
     pub(super) async fn bad_rollout(&mut self, act1: &Act1) -> Result<(), DemoError> {
-        const STEP: &str = "roll out gpu cgroupRoot";
+        const STEP: &str = "roll out gpu podLogsDir";
         let t = Instant::now();
         let gpu =
             act1.pools
@@ -105,7 +116,7 @@ impl Demo {
         let lkg_good = good.clone();
         self.watch(
             "promote the gpu config to last-known-good",
-            START_LIMIT,
+            self.timings.start_limit,
             None,
             move |_, nodes| {
                 nodes
@@ -117,47 +128,46 @@ impl Demo {
         )
         .await?;
 
-        let (root, slice) = GPU_CGROUP_ROOT;
-        let gpu_nodes: Vec<String> = snapshot(self.sim())
+        let gpu_nodes: Vec<String> = self
+            .cluster()
+            .nodes()
+            .await?
             .into_iter()
             .filter(|n| n.pool.as_deref() == Some("gpu"))
             .map(|n| n.name)
             .collect();
-        for node in &gpu_nodes {
-            let paths = NodePaths::new(&self.sim().node_root(node));
-            nodes::block_cgroup(&paths.root, paths.cgroup_root, slice)?;
-        }
-        let before = snapshot(self.sim());
-        let starts_before = self.kubelet_starts();
+        let logs_dir = self.cluster().block_pod_logs(self.workdir(), &gpu_nodes)?;
+        let before = self.cluster().nodes().await?;
+        let starts_before = self.cluster().kubelet_starts();
 
         let text = self.repo().read("pools/gpu.yaml")?;
         self.repo()
-            .write("pools/gpu.yaml", &repo::gpu_cgroup_root(&text)?)?;
+            .write("pools/gpu.yaml", &repo::gpu_pod_logs_dir(&text, &logs_dir)?)?;
         let c3 = self
             .repo()
-            .commit("gpu: GPU pods in their own cgroup slice")?;
+            .commit("gpu: container logs on the local NVMe disk")?;
         let rendered = self.repo().render(&c3)?;
         let bad_name = rendered
             .pool("gpu")
             .map(|p| p.configmap_name.clone())
             .unwrap_or_default();
         println!(
-            "\n==> Rollout 3: commit {} \"gpu: cgroupRoot: {root}\" (GPU pods in their own slice, {slice})",
+            "\n==> Rollout 3: commit {} \"gpu: podLogsDir: {logs_dir}\" (container logs on the local NVMe disk)",
             &c3[..7]
         );
         println!(
-            "    It validates (repository and agent pre-flight), but the kubelet needs its cgroup root to exist,"
+            "    It validates (repository and agent pre-flight), but the kubelet must create that directory at start,"
         );
         println!(
-            "    and the gpu nodes have no usable {slice} (simulated: a file stands in its place)."
+            "    and on the gpu nodes a file stands there (the demo put it there: a disk that is not mounted as expected)."
         );
         println!(
-            "    Expected: the canary {canary} applies {bad_name}, its kubelet cannot start, the agent rolls back to {} after healthTimeout {HEALTH_TIMEOUT}, the pool halts.",
-            short(&good)
+            "    Expected: the canary {canary} applies {bad_name}, its kubelet cannot start, the agent rolls back to {} after healthTimeout {}, the pool halts.",
+            short(&good),
+            self.timings.health_timeout
         );
 
         let commit = c3.clone();
-        let kubelet = self.sim().kubelet(&canary).cloned();
         let (rb_canary, rb_good) = (canary.clone(), good.clone());
         let halted = self
             .rollout(STEP, &c3, move |s, nodes| {
@@ -174,22 +184,48 @@ impl Demo {
                     && node
                         .message
                         .as_deref()
-                        .is_some_and(|m| m.contains("rolled back to"))
-                    && kubelet.as_ref().is_some_and(|k| k.is_running());
+                        .is_some_and(|m| m.contains("rolled back to"));
                 (failed_ok && back).then(|| (gpu.clone(), node.clone()))
             })
             .await?;
         let (report, node) = halted;
+        // The agent said it rolled back once the kubelet was healthy again; check it.
+        let deadline = Instant::now() + std::time::Duration::from_secs(15);
+        while !self.cluster().kubelet_running(&canary).await {
+            if Instant::now() >= deadline {
+                return Err(DemoError::Unexpected {
+                    step: STEP,
+                    problem: format!("{canary} rolled back, but its kubelet is not running"),
+                });
+            }
+            tokio::time::sleep(super::TICK).await;
+        }
         println!(
             "    {}: {} ({})",
             node.name,
             node.state.as_deref().unwrap_or("?"),
             OneLine(node.message.as_deref().unwrap_or(""))
         );
+        // Why the kubelet did not start, in its own words (a real node's journal).
+        const REFUSAL: &str = "error creating pod logs root directory";
+        match self
+            .cluster()
+            .kubelet_log_line(self.workdir(), &canary, REFUSAL)
+        {
+            Some(line) => println!("    {canary}'s kubelet log: {}", OneLine(&line)),
+            None => {
+                return Err(DemoError::Unexpected {
+                    step: STEP,
+                    problem: format!(
+                        "{canary} rolled back, but its kubelet log does not say \"{REFUSAL}\": it failed for another reason"
+                    ),
+                });
+            }
+        }
 
         // Nobody else was touched: same desired and current config, kubelet not restarted.
-        let after = snapshot(self.sim());
-        let starts_after = self.kubelet_starts();
+        let after = self.cluster().nodes().await?;
+        let starts_after = self.cluster().kubelet_starts();
         let problems = untouched(&before, &after, &starts_before, &starts_after, &canary);
         if !problems.is_empty() {
             return Err(DemoError::Unexpected {
@@ -216,15 +252,6 @@ impl Demo {
         self.act("rollout 3 (rollback)", t);
         Ok(())
     }
-
-    /// How many times each node's kubelet has started.
-    fn kubelet_starts(&self) -> BTreeMap<String, u64> {
-        self.sim()
-            .kubelets()
-            .iter()
-            .map(|(name, k)| (name.clone(), k.state().starts))
-            .collect()
-    }
 }
 
 /// Whether `commit` is applied and every pool is Complete on its ConfigMap of it.
@@ -237,6 +264,48 @@ fn all_complete(s: &SyncState, commit: &str) -> bool {
             p.phase == PoolPhase::Complete
                 && applied.configmaps.get(&p.pool).map(String::as_str) == p.target.configmap_name()
         })
+}
+
+/// The override of config field `field` in an agent's message (`...: a (...), maxPods
+/// (--max-pods gives 110, not 200), ...`): `maxPods (--max-pods gives 110, not 200)`.
+fn flag_override<'m>(message: &'m str, field: &str) -> Option<&'m str> {
+    let start = message.find(&format!("{field} (--"))?;
+    let end = start + message[start..].find(')')?;
+    Some(&message[start..=end])
+}
+
+/// Whether the rollout of `commit` is over: `Some(Ok)` once every pool is Complete,
+/// `Some(Err)` naming each halted pool and its failed nodes as soon as one halts (a
+/// rollout the demo expects to succeed; waiting on would only time out), `None` while it
+/// goes on.
+fn complete_or_halted(s: &SyncState, commit: &str) -> Option<Result<(), String>> {
+    if all_complete(s, commit) {
+        return Some(Ok(()));
+    }
+    if s.applied.as_ref().is_none_or(|a| a.commit != commit) {
+        return None;
+    }
+    let halted: Vec<String> = s
+        .pools
+        .iter()
+        .filter(|p| p.phase == PoolPhase::Halted)
+        .map(|p| {
+            let failed: Vec<String> = p
+                .failed
+                .iter()
+                .map(|f| {
+                    format!(
+                        "{} {:?}: {}",
+                        f.node,
+                        f.state,
+                        f.message.as_deref().unwrap_or("no message")
+                    )
+                })
+                .collect();
+            format!("pool {} halted ({})", p.pool, failed.join("; "))
+        })
+        .collect();
+    (!halted.is_empty()).then(|| Err(halted.join("; ")))
 }
 
 /// What changed on nodes other than `except` between `before` and `after`: their
@@ -289,6 +358,76 @@ mod tests {
             current: Some(current.into()),
             ..NodeView::default()
         }
+    }
+
+    #[test]
+    fn flag_overrides_are_found_in_the_agents_message() {
+        let m = "the kubelet's command-line flags override these fields: cgroupRoot (--cgroup-root gives \"/x\", not unset), maxPods (--max-pods gives 110, not 200); pods cgroup fine";
+        assert_eq!(
+            flag_override(m, "maxPods"),
+            Some("maxPods (--max-pods gives 110, not 200)")
+        );
+        assert_eq!(flag_override(m, "podPidsLimit"), None);
+        assert_eq!(flag_override("maxPods (--max-pods gives", "maxPods"), None);
+    }
+
+    #[test]
+    fn a_halted_pool_ends_the_wait_with_its_failures() {
+        use crate::rollout::NodeFailure;
+        use crate::state::AppliedCommit;
+        use kubelet_gitops_core::protocol::{ConfigRef, State};
+        let report = |pool: &str, phase: PoolPhase, failed: Vec<NodeFailure>| PoolReport {
+            pool: pool.into(),
+            target: ConfigRef::configmap("kubelet-gitops", format!("kubelet-{pool}-abc")),
+            nodes: 3,
+            done: 0,
+            in_progress: 0,
+            waiting: 3,
+            failed,
+            busy: 0,
+            phase,
+            canary: vec![format!("{pool}-1")],
+            max_unavailable: 1,
+        };
+        let mut s = SyncState {
+            applied: Some(AppliedCommit {
+                commit: "c1".into(),
+                namespace: "kubelet-gitops".into(),
+                configmaps: [
+                    ("general".to_string(), "kubelet-general-abc".to_string()),
+                    ("gpu".to_string(), "kubelet-gpu-abc".to_string()),
+                ]
+                .into(),
+                sources: Default::default(),
+            }),
+            pools: vec![
+                report("general", PoolPhase::Progressing, vec![]),
+                report("gpu", PoolPhase::Progressing, vec![]),
+            ],
+            ..SyncState::default()
+        };
+        assert_eq!(complete_or_halted(&s, "c1"), None);
+        assert_eq!(complete_or_halted(&s, "c0"), None, "another commit");
+        s.pools[1] = report(
+            "gpu",
+            PoolPhase::Halted,
+            vec![NodeFailure {
+                node: "gpu-1".into(),
+                state: State::Degraded,
+                message: Some("no allocatable cpu".into()),
+            }],
+        );
+        assert_eq!(
+            complete_or_halted(&s, "c1"),
+            Some(Err(
+                "pool gpu halted (gpu-1 Degraded: no allocatable cpu)".into()
+            ))
+        );
+        assert_eq!(complete_or_halted(&s, "c0"), None);
+        for p in &mut s.pools {
+            p.phase = PoolPhase::Complete;
+        }
+        assert_eq!(complete_or_halted(&s, "c1"), Some(Ok(())));
     }
 
     #[test]

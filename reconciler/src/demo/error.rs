@@ -33,6 +33,28 @@ pub enum DemoError {
         "curl is not on PATH: the agents restart the stand-in kubelets with `curl -X POST <sim>/sim/v1/nodes/<node>/kubelet/restart`; install curl"
     )]
     NoCurl,
+    /// `--cluster real` without the upstream binaries.
+    #[error(
+        "--cluster real needs the Kubernetes binaries built from their Go modules: {missing} not in {dir}; run `upstream/build.sh` in the kubelet-gitops checkout (Go 1.26 and the Go module proxy; about 8 minutes the first time, seconds after), or name their directory with --upstream-bin"
+    )]
+    NoUpstream { dir: PathBuf, missing: String },
+    /// `--cluster real` without kubectl (deploy/ is applied and tokens are issued with it).
+    #[error(
+        "--cluster real needs kubectl on PATH (it applies deploy/base and issues the ServiceAccount tokens with `kubectl create token`)"
+    )]
+    NoKubectl,
+    /// The work directory is too long for the real kubelets' unix sockets.
+    #[error(
+        "--workdir {path} is too long for a real kubelet: its socket {socket} would exceed the 107 bytes of a unix socket path; use a shorter directory"
+    )]
+    WorkdirTooLong { path: PathBuf, socket: PathBuf },
+    /// The real cluster failed.
+    #[error("real cluster: cannot {what}")]
+    Real {
+        what: &'static str,
+        #[source]
+        source: Box<kubelet_gitops_e2e::E2eError>,
+    },
     /// The embedded example inventory does not load (a broken build).
     #[error("the embedded examples-repo/inventory.yaml does not load")]
     Inventory(#[source] Box<kubelet_gitops_core::inventory::InventoryError>),
@@ -102,6 +124,9 @@ impl DemoError {
                 | DemoError::AgentNotFound { .. }
                 | DemoError::AgentBin { .. }
                 | DemoError::NoCurl
+                | DemoError::NoUpstream { .. }
+                | DemoError::NoKubectl
+                | DemoError::WorkdirTooLong { .. }
         )
     }
 }

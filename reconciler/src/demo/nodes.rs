@@ -37,20 +37,39 @@ impl NodePaths {
     }
 }
 
-/// Makes cgroup `slice` (e.g. `gpu.slice`) unusable on the node root `root`: something
-/// that is not a cgroup directory holds its name, so the kubelet cannot create cgroups
-/// under it.
-pub fn block_cgroup(root: &Path, cgroup_root: &str, slice: &str) -> Result<PathBuf, DemoError> {
-    let path = root.join(cgroup_root.trim_start_matches('/')).join(slice);
+/// Puts a file where the directory `path` (a path on the node, e.g. act 3's
+/// `/mnt/nvme/pod-logs`) would be under the node root `root`, so a kubelet cannot create
+/// that directory. Returns the file's path.
+pub fn block_path(root: &Path, path: &str) -> Result<PathBuf, DemoError> {
+    let file = root.join(path.trim_start_matches('/'));
+    if let Some(parent) = file.parent() {
+        std::fs::create_dir_all(parent).map_err(io("create", parent))?;
+    }
     std::fs::write(
-        &path,
-        "not a cgroup: the demo's stand-in for a slice the kubelet cannot use\n",
+        &file,
+        "not a directory: the demo's stand-in for a disk that is not there\n",
     )
-    .map_err(io("write", &path))?;
-    Ok(path)
+    .map_err(io("write", &file))?;
+    Ok(file)
 }
 
-/// The agent's command line for node `node`.
+/// The agent arguments every node shares (the node's own come from its cluster: see
+/// [`sim_node_args`] and [`super::real::RealDemo::agent_args`]).
+pub fn common_agent_args(node: &str) -> Vec<String> {
+    vec![
+        format!("--node-name={node}"),
+        "--mode=replace".into(),
+        "--flags-from=files".into(),
+        "--restart-method=command".into(),
+        "--resync-interval=1s".into(),
+        // Any free port: twelve agents share this machine.
+        "--admin-addr=127.0.0.1:0".into(),
+        "--log-format=text".into(),
+        "--log=info".into(),
+    ]
+}
+
+/// A simulated node's agent arguments.
 pub struct AgentArgs<'a> {
     pub node: &'a str,
     pub paths: &'a NodePaths,
@@ -62,7 +81,7 @@ pub struct AgentArgs<'a> {
 }
 
 impl AgentArgs<'_> {
-    /// The arguments (without the program name).
+    /// The node-specific arguments (after [`common_agent_args`]).
     pub fn to_args(&self) -> Vec<String> {
         let AgentArgs {
             node,
@@ -72,14 +91,10 @@ impl AgentArgs<'_> {
             kubelet_url,
         } = self;
         vec![
-            format!("--node-name={node}"),
             format!("--kubeconfig={}", kubeconfig.display()),
             format!("--host-root={}", paths.root.display()),
             format!("--checkpoint-dir={}", paths.checkpoint_dir),
-            "--mode=replace".into(),
-            "--flags-from=files".into(),
             format!("--flags-file={}", paths.flags_file),
-            "--restart-method=command".into(),
             format!(
                 "--restart-command=curl -fsS -X POST {sim_url}/sim/v1/nodes/{node}/kubelet/restart"
             ),
@@ -87,11 +102,6 @@ impl AgentArgs<'_> {
             format!("--configz-url={kubelet_url}/configz"),
             format!("--cgroup-root={}", paths.cgroup_root),
             "--cgroup-driver=systemd".into(),
-            "--resync-interval=1s".into(),
-            // Any free port: twelve agents share this machine.
-            "--admin-addr=127.0.0.1:0".into(),
-            "--log-format=text".into(),
-            "--log=info".into(),
         ]
     }
 }
@@ -101,13 +111,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_blocked_cgroup_is_a_file_in_the_way() {
+    fn a_blocked_path_is_a_file_in_the_way() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("nodes/gpu-1");
-        std::fs::create_dir_all(root.join("sys/fs/cgroup")).unwrap();
-        let blocked = block_cgroup(&root, "/sys/fs/cgroup", "gpu.slice").unwrap();
-        assert_eq!(blocked, root.join("sys/fs/cgroup/gpu.slice"));
+        let blocked = block_path(&root, "/mnt/nvme/pod-logs").unwrap();
+        assert_eq!(blocked, root.join("mnt/nvme/pod-logs"));
         assert!(blocked.is_file());
+        assert!(std::fs::create_dir_all(&blocked).is_err());
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! commits, and the commit statuses the reconciler leaves there as git notes.
 //!
 //! The edits are pure functions of the example files ([`demo_timings`],
-//! [`raise_general_max_pods`], [`gpu_cgroup_root`]): each fails with
+//! [`raise_general_max_pods`], [`gpu_pod_logs_dir`], and for real kubelets
+//! [`real_kubelet_base`]): each fails with
 //! [`DemoError::ExampleChanged`] when the example no longer has what it edits, so a change
 //! to `examples-repo/` that breaks the demo shows up in its tests, not in front of a user.
 
@@ -67,9 +68,10 @@ pub const NOTES_REF: &str = crate::status::notes::NOTES_REF;
 /// `general`'s maxPods in the example, and what the demo's second commit sets.
 pub const GENERAL_MAX_PODS: (u32, u32) = (150, 200);
 
-/// The cgroup root the demo's bad commit gives the gpu pool, and the slice the kubelet
-/// makes of it with the systemd cgroup driver.
-pub const GPU_CGROUP_ROOT: (&str, &str) = ("/gpu", "gpu.slice");
+/// Where the demo's bad commit puts the gpu pool's pod logs (as a path on the node): the
+/// gpu nodes' local NVMe disk. On the demo's gpu nodes something that is not a directory
+/// stands there, so the kubelet cannot create it.
+pub const GPU_POD_LOGS: &str = "/mnt/nvme/pod-logs";
 
 /// Sets every `healthTimeout:` and `lkgGrace:` of a settings or pool file to the demo's
 /// values (the examples' minutes and hours would make the demo last an hour), keeping the
@@ -129,9 +131,9 @@ pub fn raise_general_max_pods(text: &str) -> Result<String, DemoError> {
     }
 }
 
-/// `pools/gpu.yaml` with `cgroupRoot:` [`GPU_CGROUP_ROOT`] added at the top of
-/// `spec.kubelet`, with a comment saying why someone would.
-pub fn gpu_cgroup_root(text: &str) -> Result<String, DemoError> {
+/// `pools/gpu.yaml` with `podLogsDir: <dir>` added at the top of `spec.kubelet`, with a
+/// comment saying why someone would.
+pub fn gpu_pod_logs_dir(text: &str, dir: &str) -> Result<String, DemoError> {
     let mut out = String::with_capacity(text.len() + 256);
     let mut found = 0;
     for line in text.split_inclusive('\n') {
@@ -143,8 +145,7 @@ pub fn gpu_cgroup_root(text: &str) -> Result<String, DemoError> {
                 out.push('\n');
             }
             out.push_str(&format!(
-                "    # GPU pods in a slice of their own ({}), so the DCGM exporter can account\n    # for them apart from the node's daemons.\n    cgroupRoot: {}\n",
-                GPU_CGROUP_ROOT.1, GPU_CGROUP_ROOT.0
+                "    # Container logs on the local NVMe disk: training jobs log a lot, and the root\n    # disk of the gpu image is small.\n    podLogsDir: {dir}\n"
             ));
         }
     }
@@ -155,6 +156,99 @@ pub fn gpu_cgroup_root(text: &str) -> Result<String, DemoError> {
             "pools/gpu.yaml has {found} `  kubelet:` lines, the demo edits exactly one"
         )))
     }
+}
+
+/// `pools/gpu.yaml` for kubelets on this machine: `reservedSystemCPUs: "0"` instead of the
+/// example's `"0-1"`. The example's gpu nodes have 192 CPUs; a machine with two (CI's)
+/// would have none left for pods, and the agent's pre-flight refuses such a config
+/// ("the reservations leave no allocatable cpu"), which halts the pool at its canary.
+pub fn real_gpu_pool(text: &str) -> Result<String, DemoError> {
+    const EXAMPLE: &str = "reservedSystemCPUs: \"0-1\"";
+    let lines = text.lines().filter(|l| l.trim() == EXAMPLE).count();
+    if lines != 1 {
+        return Err(DemoError::ExampleChanged(format!(
+            "pools/gpu.yaml has {lines} lines `{EXAMPLE}`, the real demo replaces exactly one"
+        )));
+    }
+    Ok(text.replace(
+        EXAMPLE,
+        "reservedSystemCPUs: \"0\"   # real kubelets on this machine (2 CPUs or more); the example says \"0-1\"",
+    ))
+}
+
+/// Paths of the machine that real kubelets run on (`kubelet-gitops demo --cluster real`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RealNodePaths {
+    /// The cluster CA certificate (the kubelets' client CA).
+    pub ca: PathBuf,
+    /// The directory for the kubelets' pod logs and static pods (in the work directory:
+    /// every kubelet runs on this machine).
+    pub workdir: PathBuf,
+}
+
+/// `base/kubelet.yaml` for kubelets running on this machine rather than on the example's
+/// nodes: what the example names that this machine does not have or cannot do, replaced
+/// (each line keeps a comment with the example's value), and the settings every real
+/// node of the demo needs appended. Fails when a line it replaces is not there exactly
+/// once.
+///
+/// | example | here | why |
+/// | --- | --- | --- |
+/// | `cgroupDriver: systemd` | `cgroupfs` | no systemd on these machines; the kubelet's cgroup root is a cgroupfs path |
+/// | `resolvConf: /run/systemd/resolve/resolv.conf` | `/etc/resolv.conf` | no systemd-resolved |
+/// | `staticPodPath: /etc/kubernetes/manifests` | `<workdir>/etc/kubernetes/manifests` | the kubelets touch nothing outside the work directory |
+/// | `clientCAFile: /etc/kubernetes/pki/ca.crt` | the demo cluster's CA | |
+/// | `serverTLSBootstrap: true` | `false` | nothing approves kubelet-serving CSRs here (the example's comment says so): with it the kubelets' port would have no certificate and the agents could not read `/configz`; the kubelets have serving certificates from the cluster CA instead |
+///
+/// Appended: `failSwapOn: false` and `failCgroupV1: false` (these machines have swap and
+/// cgroup v1) and `podLogsDir: <workdir>/var/log/pods`.
+pub fn real_kubelet_base(text: &str, paths: &RealNodePaths) -> Result<String, DemoError> {
+    let workdir = paths.workdir.display();
+    let replacements = [
+        ("cgroupDriver:", "cgroupfs".to_string()),
+        ("resolvConf:", "/etc/resolv.conf".to_string()),
+        (
+            "staticPodPath:",
+            format!("{workdir}/etc/kubernetes/manifests"),
+        ),
+        ("clientCAFile:", paths.ca.display().to_string()),
+        ("serverTLSBootstrap:", "false".to_string()),
+    ];
+    let mut found = [0usize; 5];
+    let mut out = String::with_capacity(text.len() + 512);
+    for line in text.split_inclusive('\n') {
+        let body = line.trim_end_matches(['\n', '\r']);
+        let indent = &body[..body.len() - body.trim_start().len()];
+        let rest = body.trim_start();
+        let hit = replacements
+            .iter()
+            .enumerate()
+            .find_map(|(i, (key, value))| Some((i, key, value, rest.strip_prefix(key)?)));
+        match hit {
+            Some((i, key, value, old)) => {
+                found[i] += 1;
+                let old = old.split('#').next().unwrap_or_default().trim();
+                out.push_str(&format!(
+                    "{indent}{key} {value}   # real kubelets on this machine; the example says {old}"
+                ));
+                out.push_str(&line[body.len()..]);
+            }
+            None => out.push_str(line),
+        }
+    }
+    if let Some(i) = found.iter().position(|n| *n != 1) {
+        return Err(DemoError::ExampleChanged(format!(
+            "base/kubelet.yaml has {} lines `{}`, the real demo replaces exactly one",
+            found[i], replacements[i].0
+        )));
+    }
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out.push_str(&format!(
+        "\n# --- Real kubelets on this machine (kubelet-gitops demo --cluster real) ---------------\n# It has swap and cgroup v1, which a kubelet refuses by default.\nfailSwapOn: false\nfailCgroupV1: false\n# Container logs stay in the demo's work directory.\npodLogsDir: {workdir}/var/log/pods\n"
+    ));
+    Ok(out)
 }
 
 /// The demo's repositories: a bare one standing in for the forge (`remote.git`), which
@@ -168,12 +262,14 @@ pub struct DemoRepo {
 
 impl DemoRepo {
     /// Creates the bare remote `remote` and the clone `path` with the example files, the
-    /// demo timings applied (nothing committed yet).
+    /// demo timings applied, and the base made fit for kubelets on this machine when
+    /// `real` is given ([`real_kubelet_base`]); nothing committed yet.
     pub fn create(
         path: &Path,
         remote: &Path,
         health_timeout: &str,
         lkg_grace: &str,
+        real: Option<&RealNodePaths>,
     ) -> Result<Self, DemoError> {
         let git = |what: &'static str, at: &Path| {
             let at = at.to_path_buf();
@@ -205,6 +301,11 @@ impl DemoRepo {
                 t
             } else {
                 (*text).to_string()
+            };
+            let text = match real {
+                Some(paths) if *rel == "base/kubelet.yaml" => real_kubelet_base(&text, paths)?,
+                Some(_) if *rel == "pools/gpu.yaml" => real_gpu_pool(&text)?,
+                _ => text,
             };
             demo.write(rel, &text)?;
         }
@@ -427,14 +528,115 @@ mod tests {
     }
 
     #[test]
-    fn gpu_gets_a_cgroup_root() {
-        let out = gpu_cgroup_root(example("pools/gpu.yaml")).unwrap();
-        assert!(out.contains("  kubelet:\n    # GPU pods"), "{out}");
-        assert!(out.contains("    cgroupRoot: /gpu\n"));
+    fn gpu_gets_a_pod_logs_dir() {
+        let out = gpu_pod_logs_dir(example("pools/gpu.yaml"), GPU_POD_LOGS).unwrap();
+        assert!(out.contains("  kubelet:\n    # Container logs"), "{out}");
+        assert!(out.contains("    podLogsDir: /mnt/nvme/pod-logs\n"));
         assert!(matches!(
-            gpu_cgroup_root("spec: {}\n"),
+            gpu_pod_logs_dir("spec: {}\n", GPU_POD_LOGS),
             Err(DemoError::ExampleChanged(_))
         ));
+    }
+
+    #[test]
+    fn the_real_gpu_pool_reserves_one_cpu() {
+        let out = real_gpu_pool(example("pools/gpu.yaml")).unwrap();
+        assert!(
+            out.contains("    reservedSystemCPUs: \"0\"   # real kubelets"),
+            "{out}"
+        );
+        assert!(!out.contains("reservedSystemCPUs: \"0-1\"\n"));
+        assert!(matches!(
+            real_gpu_pool("spec: {}\n"),
+            Err(DemoError::ExampleChanged(_))
+        ));
+    }
+
+    #[test]
+    fn the_real_base_replaces_what_this_machine_lacks_and_keeps_the_rest() {
+        let paths = RealNodePaths {
+            ca: PathBuf::from("/w/ca.crt"),
+            workdir: PathBuf::from("/w"),
+        };
+        let example = example("base/kubelet.yaml");
+        let out = real_kubelet_base(example, &paths).unwrap();
+        for line in [
+            "cgroupDriver: cgroupfs   # real kubelets on this machine; the example says systemd\n",
+            "resolvConf: /etc/resolv.conf   # real kubelets",
+            "staticPodPath: /w/etc/kubernetes/manifests   #",
+            "    clientCAFile: /w/ca.crt   #",
+            "serverTLSBootstrap: false   #",
+            "\nfailSwapOn: false\nfailCgroupV1: false\n",
+            "podLogsDir: /w/var/log/pods\n",
+        ] {
+            assert!(out.contains(line), "{line:?} in:\n{out}");
+        }
+        // Everything else is the example's, line for line.
+        let kept = |t: &str| {
+            t.lines()
+                .filter(|l| {
+                    ![
+                        "cgroupDriver:",
+                        "resolvConf:",
+                        "staticPodPath:",
+                        "clientCAFile:",
+                        "serverTLSBootstrap:",
+                    ]
+                    .iter()
+                    .any(|k| l.trim_start().starts_with(k))
+                })
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(kept(example), kept(&out)[..kept(example).len()]);
+        assert!(matches!(
+            real_kubelet_base("cgroupDriver: systemd\n", &paths),
+            Err(DemoError::ExampleChanged(m)) if m.contains("resolvConf:")
+        ));
+    }
+
+    #[test]
+    fn the_real_repository_validates_with_this_machines_settings() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = RealNodePaths {
+            ca: dir.path().join("ca.crt"),
+            workdir: dir.path().to_path_buf(),
+        };
+        let repo = DemoRepo::create(
+            &dir.path().join("repo"),
+            &dir.path().join("remote.git"),
+            "30s",
+            "5s",
+            Some(&paths),
+        )
+        .unwrap();
+        let c1 = repo.commit("examples").unwrap();
+        let rendered = repo.render(&c1).unwrap();
+        assert_eq!(rendered.pools.len(), 3);
+        for pool in &rendered.pools {
+            let c = &pool.config;
+            assert_eq!(
+                c.cgroup_driver.as_deref(),
+                Some("cgroupfs"),
+                "{}",
+                pool.spec.name
+            );
+            assert_eq!(c.server_tls_bootstrap, Some(false));
+            assert_eq!(c.fail_swap_on, Some(false));
+            assert_eq!(
+                c.pod_logs_dir.as_deref(),
+                Some(dir.path().join("var/log/pods").to_str().unwrap())
+            );
+        }
+        assert_eq!(
+            rendered
+                .pool("gpu")
+                .unwrap()
+                .config
+                .reserved_system_cpus
+                .as_deref(),
+            Some("0")
+        );
     }
 
     #[test]
@@ -445,6 +647,7 @@ mod tests {
             &dir.path().join("remote.git"),
             "10s",
             "5s",
+            None,
         )
         .unwrap();
         let c1 = repo.commit("examples").unwrap();
@@ -469,13 +672,16 @@ mod tests {
         assert_eq!(gpu.configmap_name, r2.pool("gpu").unwrap().configmap_name);
 
         let g = repo.read("pools/gpu.yaml").unwrap();
-        repo.write("pools/gpu.yaml", &gpu_cgroup_root(&g).unwrap())
-            .unwrap();
+        repo.write(
+            "pools/gpu.yaml",
+            &gpu_pod_logs_dir(&g, GPU_POD_LOGS).unwrap(),
+        )
+        .unwrap();
         let c3 = repo.commit("gpu").unwrap();
         let r3 = repo.render(&c3).unwrap();
         assert_eq!(
-            r3.pool("gpu").unwrap().config.cgroup_root.as_deref(),
-            Some("/gpu")
+            r3.pool("gpu").unwrap().config.pod_logs_dir.as_deref(),
+            Some(GPU_POD_LOGS)
         );
         assert_eq!(
             r2.pool("general").unwrap().configmap_name,

@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use super::cluster::DemoCluster;
 use super::error::DemoError;
 use super::view::short;
 use super::{Demo, NOTES_LIMIT, Workdir};
@@ -118,7 +119,10 @@ impl Demo {
                 "reconciler cache",
                 wd.join("reconciler-cache").display().to_string(),
             ),
-            ("kubeconfig", self.kubeconfig().display().to_string()),
+            (
+                "kubeconfig",
+                self.cluster().admin_kubeconfig().display().to_string(),
+            ),
             (
                 "node roots",
                 format!("{}/<node>/ (the node's /)", wd.join("nodes").display()),
@@ -150,9 +154,20 @@ impl Demo {
         for (what, path) in rows {
             println!("    {what:<16} {path}");
         }
+        let cluster = match self.cluster() {
+            DemoCluster::Sim(_) => "simulated cluster",
+            DemoCluster::Real(_) => {
+                println!(
+                    "    {:<16} {}/<etcd|kube-apiserver|...|fake-cri-<node>>.log",
+                    "control plane",
+                    wd.join("logs").display()
+                );
+                "real cluster"
+            }
+        };
         match self.workdir {
             Workdir::Kept(_) => println!(
-                "    The simulated cluster stops with the demo; everything above stays for inspection."
+                "    The {cluster} stops with the demo; everything above stays for inspection."
             ),
             Workdir::Temp { .. } => println!(
                 "    All of it is removed when the demo exits: run `kubelet-gitops demo --workdir DIR` to keep it."

@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 
 use super::error::DemoError;
 use super::progress::{Board, pool_lines};
-use super::view::{NodeView, snapshot};
-use super::{Demo, ROLLOUT_LIMIT, TICK};
+use super::view::NodeView;
+use super::{Demo, TICK};
 use crate::state::SyncState;
 
 impl Demo {
@@ -20,7 +20,12 @@ impl Demo {
     ) -> Result<T, DemoError> {
         let mut board = Board::new(self.options.live);
         let result = self
-            .watch(step, ROLLOUT_LIMIT, Some((&mut board, commit)), done)
+            .watch(
+                step,
+                self.timings.rollout_limit,
+                Some((&mut board, commit)),
+                done,
+            )
             .await;
         board.finish();
         result
@@ -28,7 +33,7 @@ impl Demo {
 
     /// Waits until `done` holds for the reconciler's state and the nodes, at most
     /// `limit`, updating `board` while the reconciler applies its commit; fails early
-    /// when an agent or the reconciler stops.
+    /// when an agent, the reconciler or part of a real cluster stops.
     pub(super) async fn watch<T>(
         &mut self,
         step: &'static str,
@@ -43,6 +48,9 @@ impl Demo {
         };
         loop {
             self.agents.check()?;
+            if let Some(cluster) = self.cluster.as_mut() {
+                cluster.check()?;
+            }
             let sync = sync_rx
                 .as_ref()
                 .map(|rx| rx.borrow().clone())
@@ -53,7 +61,7 @@ impl Demo {
                         .unwrap_or_else(|| "see the reconciler's log".into()),
                 ));
             }
-            let nodes = snapshot(self.sim());
+            let nodes = self.cluster().nodes().await?;
             if let Some((b, commit)) = board.as_mut()
                 && sync.applied.as_ref().is_some_and(|a| a.commit == *commit)
             {

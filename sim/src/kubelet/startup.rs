@@ -340,7 +340,10 @@ pub(crate) fn start(input: &StartInput<'_>) -> Result<Started, Failure> {
         ));
     }
 
-    let mut config_json = serde_json::to_value(&config).unwrap_or(Value::Null);
+    // What configz shows: the config, with the CPU reservations as reservedSystemCPUs
+    // rewrites them after configz is registered.
+    let shown = kubelet_gitops_core::configz::shown_by_configz(&config);
+    let mut config_json = serde_json::to_value(shown.as_ref()).unwrap_or(Value::Null);
     if let Value::Object(m) = &mut config_json {
         m.remove("apiVersion");
         m.remove("kind");

@@ -55,6 +55,7 @@ async fn run(args: Args) -> Result<(), E2eError> {
             name: format!("node-{i}"),
             labels: vec![(POOL_LABEL.to_string(), args.pool.clone())],
             config: kubelet_base(&dir),
+            flags: Vec::new(),
         })
         .collect();
     let mut cluster = RealCluster::start(&dir, &dir.join("logs"), bins, &nodes, true).await?;

@@ -3,11 +3,18 @@
 //! checks) and removed at teardown with whatever the kubelet made under it.
 //!
 //! Everything is under [`E2E_CGROUP`] in each hierarchy of `/sys/fs/cgroup`; nothing else
-//! is touched. cgroup v1 (these machines): the directories in `systemd`, `cpu`,
-//! `cpuacct`, `cpuset`, `memory`, `pids` and `hugetlb` (the ones the kubelet checks), each
-//! new cpuset level given its parent's `cpuset.cpus` and `cpuset.mems`. cgroup v2: the
-//! directories in the one tree, with the controllers the kubelet uses enabled in each
+//! is touched. cgroup v1 (these machines): the directories in those of `systemd`, `cpu`,
+//! `cpuacct`, `cpuset`, `memory`, `pids` and `hugetlb` (the ones the kubelet checks) that
+//! are mounted, each new cpuset level given its parent's `cpuset.cpus` and `cpuset.mems`.
+//! A directory of `/sys/fs/cgroup` that is no cgroup mount (these machines have an
+//! unmounted `hugetlb`) is left alone: a plain directory there would look like a mounted
+//! hierarchy to the agent, which would then miss the kubelet's cgroups in it. cgroup v2:
+//! the directories in the one tree, with the controllers the kubelet uses enabled in each
 //! ancestor's `cgroup.subtree_control`.
+//!
+//! Teardown removes the cluster's subtree from every hierarchy, not only those: the
+//! kubelet makes its `kubepods` cgroups in each mounted one (`blkio`, `freezer`,
+//! `unified` ... too).
 
 use std::path::{Path, PathBuf};
 
@@ -25,7 +32,14 @@ fn is_v2() -> bool {
     Path::new(MOUNT).join("cgroup.controllers").exists()
 }
 
-/// The directories of `cgroup` (an absolute cgroup path) in each hierarchy.
+/// Whether `dir` is the root of a mounted cgroup hierarchy (every cgroup directory has
+/// `cgroup.procs`; a plain directory does not).
+fn is_cgroup(dir: &Path) -> bool {
+    dir.join("cgroup.procs").is_file()
+}
+
+/// The directories of `cgroup` (an absolute cgroup path) in each mounted hierarchy the
+/// kubelet checks.
 fn dirs(cgroup: &str) -> Vec<(Option<&'static str>, PathBuf)> {
     let rel = cgroup.trim_start_matches('/');
     if is_v2() {
@@ -34,9 +48,27 @@ fn dirs(cgroup: &str) -> Vec<(Option<&'static str>, PathBuf)> {
     V1_HIERARCHIES
         .iter()
         .map(|h| (Some(*h), Path::new(MOUNT).join(h)))
-        .filter(|(_, mount)| mount.is_dir())
+        .filter(|(_, mount)| is_cgroup(mount))
         .map(|(h, mount)| (h, mount.join(rel)))
         .collect()
+}
+
+/// The directories of `cgroup` in every directory of `/sys/fs/cgroup` (v1: each
+/// hierarchy, mounted or not), for removal.
+fn all_dirs(cgroup: &str) -> Vec<PathBuf> {
+    let rel = cgroup.trim_start_matches('/');
+    if is_v2() {
+        return vec![Path::new(MOUNT).join(rel)];
+    }
+    std::fs::read_dir(MOUNT)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path().join(rel))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Creates `cgroup` (under [`E2E_CGROUP`]) in every hierarchy.
@@ -81,7 +113,7 @@ pub fn create(cgroup: &str) -> Result<(), E2eError> {
 /// Removes `cgroup` and every cgroup under it, deepest first, in every hierarchy (best
 /// effort: a cgroup that still holds a process stays, and is named on stderr).
 pub fn remove(cgroup: &str) {
-    for (_, dir) in dirs(cgroup) {
+    for dir in all_dirs(cgroup) {
         remove_tree(&dir);
     }
 }
@@ -104,7 +136,7 @@ fn remove_tree(dir: &Path) {
 
 /// Removes [`E2E_CGROUP`] itself if no other cluster uses it.
 pub fn remove_top_if_empty() {
-    for (_, dir) in dirs(E2E_CGROUP) {
+    for dir in all_dirs(E2E_CGROUP) {
         let _ = std::fs::remove_dir(dir);
     }
 }

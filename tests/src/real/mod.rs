@@ -58,7 +58,19 @@ impl UpstreamBinaries {
     pub fn locate() -> Result<UpstreamBinaries, E2eError> {
         let dir = std::env::var_os(UPSTREAM_BIN_ENV)
             .map(PathBuf::from)
-            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../upstream/bin"));
+            .unwrap_or_else(UpstreamBinaries::default_dir);
+        UpstreamBinaries::in_dir(&dir)
+    }
+
+    /// Where `upstream/build.sh` puts them: `upstream/bin` of the checkout this was built
+    /// from.
+    pub fn default_dir() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../upstream/bin")
+    }
+
+    /// The binaries in `dir`; an error naming those missing.
+    pub fn in_dir(dir: &Path) -> Result<UpstreamBinaries, E2eError> {
+        let dir = dir.to_path_buf();
         let bin = |n: &str| dir.join(n);
         let found = UpstreamBinaries {
             etcd: bin("etcd"),

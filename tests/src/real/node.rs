@@ -63,6 +63,9 @@ pub struct NodeSetup {
     pub labels: Vec<(String, String)>,
     /// The kubelet's config file, as kubeadm writes it.
     pub config: String,
+    /// More kubelet flags of this node (e.g. `--max-pods=110`), after the harness's own in
+    /// `kubeadm-flags.env`.
+    pub flags: Vec<String>,
 }
 
 /// A real kubelet, its fake CRI runtime and its supervisor.
@@ -186,6 +189,7 @@ impl RealNode {
         if !labels.is_empty() {
             flags.push(format!("--node-labels={labels}"));
         }
+        flags.extend(setup.flags.iter().cloned());
         write_file(
             &root.join(&NodePaths::FLAGS_ENV[1..]),
             format!("KUBELET_KUBEADM_ARGS=\"{}\"\n", flags.join(" ")).as_bytes(),
