@@ -83,6 +83,10 @@ enum Command {
     /// canary's kubelet cannot start with (rolled back, the pool halted). Ends with the
     /// commit statuses and where everything is on disk.
     ///
+    /// With `--cluster real`, the same on Kubernetes v1.36 on loopback: etcd,
+    /// kube-apiserver, controller-manager, scheduler and 12 real kubelets, from the binaries
+    /// `upstream/build.sh` builds (about 90 seconds; needs kubectl and root).
+    ///
     /// Needs the kubelet-gitops-agent binary (`cargo build --release -p node-agent -p
     /// reconciler`) and curl. Exits 0 when every step happened as shown, 1 when one failed
     /// or took too long, 2 when this machine or the options cannot run it, 130 on Ctrl-C.
