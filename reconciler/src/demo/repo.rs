@@ -198,7 +198,6 @@ pub struct RealNodePaths {
 /// | `resolvConf: /run/systemd/resolve/resolv.conf` | `/etc/resolv.conf` | no systemd-resolved |
 /// | `staticPodPath: /etc/kubernetes/manifests` | `<workdir>/etc/kubernetes/manifests` | the kubelets touch nothing outside the work directory |
 /// | `clientCAFile: /etc/kubernetes/pki/ca.crt` | the demo cluster's CA | |
-/// | `serverTLSBootstrap: true` | `false` | nothing approves kubelet-serving CSRs here (the example's comment says so): with it the kubelets' port would have no certificate and the agents could not read `/configz`; the kubelets have serving certificates from the cluster CA instead |
 ///
 /// Appended: `failSwapOn: false` and `failCgroupV1: false` (these machines have swap and
 /// cgroup v1) and `podLogsDir: <workdir>/var/log/pods`.
@@ -212,9 +211,8 @@ pub fn real_kubelet_base(text: &str, paths: &RealNodePaths) -> Result<String, De
             format!("{workdir}/etc/kubernetes/manifests"),
         ),
         ("clientCAFile:", paths.ca.display().to_string()),
-        ("serverTLSBootstrap:", "false".to_string()),
     ];
-    let mut found = [0usize; 5];
+    let mut found = [0usize; 4];
     let mut out = String::with_capacity(text.len() + 512);
     for line in text.split_inclusive('\n') {
         let body = line.trim_end_matches(['\n', '\r']);
@@ -565,7 +563,6 @@ mod tests {
             "resolvConf: /etc/resolv.conf   # real kubelets",
             "staticPodPath: /w/etc/kubernetes/manifests   #",
             "    clientCAFile: /w/ca.crt   #",
-            "serverTLSBootstrap: false   #",
             "\nfailSwapOn: false\nfailCgroupV1: false\n",
             "podLogsDir: /w/var/log/pods\n",
         ] {
@@ -580,7 +577,6 @@ mod tests {
                         "resolvConf:",
                         "staticPodPath:",
                         "clientCAFile:",
-                        "serverTLSBootstrap:",
                     ]
                     .iter()
                     .any(|k| l.trim_start().starts_with(k))
@@ -621,7 +617,7 @@ mod tests {
                 "{}",
                 pool.spec.name
             );
-            assert_eq!(c.server_tls_bootstrap, Some(false));
+            assert_eq!(c.server_tls_bootstrap, Some(true), "the example's");
             assert_eq!(c.fail_swap_on, Some(false));
             assert_eq!(
                 c.pod_logs_dir.as_deref(),

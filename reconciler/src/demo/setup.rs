@@ -165,7 +165,7 @@ impl Demo {
         );
         if real.is_some() {
             println!(
-                "    base/kubelet.yaml made fit for kubelets on this machine: cgroupfs (no systemd), /etc/resolv.conf, no serving-certificate bootstrap (no CSR approver), paths in the work directory, swap and cgroup v1 allowed"
+                "    base/kubelet.yaml made fit for kubelets on this machine: cgroupfs (no systemd), /etc/resolv.conf, paths in the work directory, swap and cgroup v1 allowed; gpu reserves CPU 0 only"
             );
         }
         self.repo = Some(repo);
