@@ -4,7 +4,9 @@
 # repository), into upstream/bin/ (ignored by git):
 #
 #   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet
-#   fake-cri   (ours: upstream's fake CRI runtime on a unix socket, cmd/fake-cri)
+#   fake-cri        (ours: upstream's fake CRI runtime on a unix socket, cmd/fake-cri)
+#   kubelet-oracle  (ours: the kubelet's own start-up steps on a configuration, without
+#                    starting anything, cmd/kubelet-oracle; core is compared with it)
 #
 # Go's module and build caches make a second run take seconds. The version ldflags are
 # those of Kubernetes' own build (hack/lib/version.sh), so `kube-apiserver --version`
@@ -41,8 +43,9 @@ declare -A packages=(
   [kube-scheduler]=k8s.io/kubernetes/cmd/kube-scheduler
   [kubelet]=k8s.io/kubernetes/cmd/kubelet
   [fake-cri]=./cmd/fake-cri
+  [kubelet-oracle]=./cmd/kubelet-oracle
 )
-order=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet fake-cri)
+order=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet fake-cri kubelet-oracle)
 wanted=("$@")
 [ ${#wanted[@]} -gt 0 ] || wanted=("${order[@]}")
 

@@ -103,7 +103,15 @@ pub fn configz_diff_on(
 /// Every field where `actual` (configz's `kubeletconfig` object) differs from what a
 /// kubelet running `expect` shows ([`shown_by_configz`]). Empty when they agree.
 pub fn configz_diff(expect: &KubeletConfiguration, actual: &Value) -> Vec<ConfigzDiff> {
-    let want = match serde_json::to_value(shown_by_configz(expect).as_ref()) {
+    config_diff(shown_by_configz(expect).as_ref(), actual)
+}
+
+/// Every field where `actual` (a KubeletConfiguration in v1beta1 JSON) differs from
+/// `expect`, compared as [`configz_diff`] compares but without the changes a running
+/// kubelet makes: the comparison of core's effective config with the kubelet's own
+/// start-up code (the oracle of `upstream/cmd/kubelet-oracle`).
+pub fn config_diff(expect: &KubeletConfiguration, actual: &Value) -> Vec<ConfigzDiff> {
+    let want = match serde_json::to_value(expect) {
         Ok(v) => normalize(strip_type_meta(v), false),
         Err(e) => {
             return vec![ConfigzDiff {

@@ -15,7 +15,7 @@ pub(super) fn check_os(c: &KubeletConfiguration, host: &HostInfo, out: &mut Vec<
     if c.fail_cgroup_v1.unwrap_or(false) {
         out.push(err(
             "failCgroupV1",
-            "kubelet is configured to not run on a host using cgroup v1. cgroup v1 support is in maintenance mode",
+            "kubelet is configured to not run on a host using cgroup v1. cgroup v1 support is unsupported and will be removed in a future release",
         ));
     } else if c.single_process_oom_kill == Some(false) {
         out.push(err(

@@ -321,7 +321,7 @@ type BadOnCgroupV1 = (&'static str, Mutation, &'static str, &'static str);
 
 #[rustfmt::skip]
 const BAD_ON_CGROUP_V1: &[BadOnCgroupV1] = &[
-    ("failCgroupV1", |c| c.fail_cgroup_v1 = Some(true), "failCgroupV1", "kubelet is configured to not run on a host using cgroup v1. cgroup v1 support is in maintenance mode"),
+    ("failCgroupV1", |c| c.fail_cgroup_v1 = Some(true), "failCgroupV1", "kubelet is configured to not run on a host using cgroup v1. cgroup v1 support is unsupported and will be removed in a future release"),
     ("singleProcessOOMKill", |c| c.single_process_oom_kill = Some(false), "singleProcessOOMKill", "singleProcessOOMKill must not be explicitly set to false when using cgroup v1"),
     ("LimitedSwap", |c| c.memory_swap = Some(MemorySwapConfiguration { swap_behavior: s("LimitedSwap") }), "memorySwap.swapBehavior", "swap feature is enabled and LimitedSwap but it is only supported with cgroupv2"),
 ];

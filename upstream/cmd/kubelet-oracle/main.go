@@ -1,0 +1,354 @@
+// Command kubelet-oracle answers what a v1.36 kubelet answers about a configuration,
+// with the kubelet's own code, for comparing kubelet-gitops' core with it (issue 14).
+//
+//	kubelet-oracle effective [kubelet flags...]
+//
+// does what `kubelet [flags...]` does at start before it touches the host
+// (cmd/kubelet/app/server.go, NewKubeletCommand's RunE, up to and including
+// ValidateKubeletConfiguration), in the same order and with the same packages:
+//
+//  1. the command line parsed into the kubelet's flag set (KubeletFlags,
+//     AddKubeletConfigFlags over the flag defaults, the global flags);
+//  2. feature gates from the flags, ValidateKubeletFlags;
+//  3. --config loaded (strict decoding, else lenient with the kubelet's warning), relative
+//     paths resolved, evictionHard defaulted as the kubelet does;
+//  4. --config-dir's *.conf drop-ins merged in lexical walk order (JSON merge patches over
+//     the v1beta1 form, defaulted again);
+//  5. the command line parsed again over the result (flag precedence), feature gates set
+//     from the result;
+//  6. the logging options validated;
+//  7. ValidateKubeletConfiguration with the resulting gates;
+//  8. the eviction thresholds parsed as NewMainKubelet parses them
+//     (pkg/kubelet/kubelet.go, eviction.ParseThresholdConfig): later in the kubelet's
+//     start, after it has read the machine, but a config whose thresholds do not parse
+//     (a soft threshold without a grace period) makes it exit all the same, and the
+//     parse reads nothing of the host.
+//
+// It prints one JSON object: the stage that failed (or "ok"), its error, the strict
+// decoding error of --config when the kubelet fell back to lenient decoding, the
+// validation errors one by one, the effective configuration in v1beta1 JSON, and the one
+// host fact the steps read. Only validation reads the host, and only its cgroup version
+// (validation_linux.go: failCgroupV1 and singleProcessOOMKill on cgroup v1); the oracle
+// reports the version it saw, so that a comparison gives core the same host.
+//
+// The steps are written here, not called, because the kubelet keeps them unexported in
+// package app; each names the upstream function it follows.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+
+	libcontainercgroups "github.com/opencontainers/cgroups"
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	cliflag "k8s.io/component-base/cli/flag"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"k8s.io/kubernetes/cmd/kubelet/app/options"
+	kubeletconfiginternal "k8s.io/kubernetes/pkg/kubelet/apis/config"
+	kubeletscheme "k8s.io/kubernetes/pkg/kubelet/apis/config/scheme"
+	kubeletconfigv1beta1conversion "k8s.io/kubernetes/pkg/kubelet/apis/config/v1beta1"
+	kubeletconfigvalidation "k8s.io/kubernetes/pkg/kubelet/apis/config/validation"
+	"k8s.io/kubernetes/pkg/kubelet/eviction"
+	"k8s.io/kubernetes/pkg/kubelet/kubeletconfig/configfiles"
+	utilfs "k8s.io/kubernetes/pkg/util/filesystem"
+)
+
+// Result is what the oracle prints.
+type Result struct {
+	// Stage is "ok", or the step that failed: "flags", "feature-gates", "load",
+	// "merge", "precedence", "logging", "validate", "eviction".
+	Stage string `json:"stage"`
+	// Error is the failing step's error, as the kubelet would wrap it.
+	Error string `json:"error,omitempty"`
+	// StrictError is set when --config failed strict decoding and the kubelet went on
+	// with lenient decoding (a warning, not a failure).
+	StrictError string `json:"strictError,omitempty"`
+	// ValidationErrors lists ValidateKubeletConfiguration's errors one by one.
+	ValidationErrors []string `json:"validationErrors,omitempty"`
+	// Effective is the configuration after every step that succeeded, in v1beta1 JSON.
+	Effective json.RawMessage `json:"effective,omitempty"`
+	// Host is what validation read of this machine.
+	Host Host `json:"host"`
+}
+
+// Host is the machine as the kubelet's validation sees it.
+type Host struct {
+	// CgroupV2 is whether /sys/fs/cgroup is the unified (v2) hierarchy.
+	CgroupV2 bool `json:"cgroupV2"`
+}
+
+func main() {
+	if len(os.Args) < 2 || os.Args[1] != "effective" {
+		fmt.Fprintln(os.Stderr, "usage: kubelet-oracle effective [kubelet flags...]")
+		os.Exit(2)
+	}
+	result := effective(context.Background(), os.Args[2:])
+	result.Host = Host{CgroupV2: libcontainercgroups.IsCgroup2UnifiedMode()}
+	out, err := json.Marshal(result)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Println(string(out))
+}
+
+// effective runs the kubelet's start-up steps on args.
+func effective(ctx context.Context, args []string) Result {
+	// The kubelet's gates: every Kubernetes gate (registered by pkg/features' init), on a
+	// copy, so that one case's gates do not leak into the next.
+	gates := utilfeature.DefaultMutableFeatureGate.DeepCopy()
+	kubeletFlags := options.NewKubeletFlags()
+	kubeletConfig, err := options.NewKubeletConfiguration()
+	if err != nil {
+		return Result{Stage: "flags", Error: err.Error()}
+	}
+	// NewKubeletCommand: the clean flag set.
+	flags := pflag.NewFlagSet("kubelet", pflag.ContinueOnError)
+	flags.SetNormalizeFunc(cliflag.WordSepNormalizeFunc)
+	flags.SetOutput(io.Discard)
+	kubeletFlags.AddFlags(flags)
+	options.AddKubeletConfigFlags(flags, kubeletConfig)
+	options.AddGlobalFlags(flags)
+	if err := flags.Parse(args); err != nil {
+		return Result{Stage: "flags", Error: fmt.Sprintf("failed to parse kubelet flag: %v", err)}
+	}
+	if rest := flags.Args(); len(rest) > 0 {
+		return Result{Stage: "flags", Error: fmt.Sprintf("unknown command %+s", rest[0])}
+	}
+	if err := gates.SetFromMap(kubeletConfig.FeatureGates); err != nil {
+		return Result{Stage: "feature-gates", Error: fmt.Sprintf("failed to set feature gates from initial flags-based config: %v", err)}
+	}
+	if err := options.ValidateKubeletFlags(kubeletFlags); err != nil {
+		return Result{Stage: "flags", Error: fmt.Sprintf("failed to validate kubelet flags: %v", err)}
+	}
+
+	var result Result
+	if kubeletFlags.KubeletConfigFile != "" {
+		kc, strict, err := loadConfigFile(ctx, kubeletFlags.KubeletConfigFile)
+		result.StrictError = strict
+		if err != nil {
+			result.Stage = "load"
+			result.Error = fmt.Sprintf("failed to load kubelet config file, path: %s, error: %v", kubeletFlags.KubeletConfigFile, err)
+			return result
+		}
+		kubeletConfig = kc
+	}
+	if kubeletFlags.KubeletDropinConfigDirectory != "" {
+		if err := mergeDropIns(kubeletConfig, kubeletFlags.KubeletDropinConfigDirectory); err != nil {
+			result.Stage = "merge"
+			result.Error = fmt.Sprintf("failed to merge kubelet configs: %v", err)
+			return result
+		}
+	}
+	if kubeletFlags.KubeletConfigFile != "" || kubeletFlags.KubeletDropinConfigDirectory != "" {
+		if err := flagPrecedence(kubeletConfig, args); err != nil {
+			result.Stage = "precedence"
+			result.Error = fmt.Sprintf("failed to precedence kubeletConfigFlag: %v", err)
+			return result
+		}
+		if err := gates.SetFromMap(kubeletConfig.FeatureGates); err != nil {
+			result.Stage = "feature-gates"
+			result.Error = fmt.Sprintf("failed to set feature gates from initial flags-based config: %v", err)
+			return result
+		}
+	}
+	result.Effective = versioned(kubeletConfig)
+	// ValidateAndApplyAsField would also apply the options to this process's logging;
+	// validating is what decides whether the kubelet starts.
+	if errs := logsapi.Validate(&kubeletConfig.Logging, gates, field.NewPath("logging")); len(errs) > 0 {
+		result.Stage = "logging"
+		result.Error = fmt.Sprintf("initialize logging: %v", errs.ToAggregate())
+		return result
+	}
+	if err := kubeletconfigvalidation.ValidateKubeletConfiguration(kubeletConfig, gates); err != nil {
+		result.Stage = "validate"
+		result.Error = fmt.Sprintf("failed to validate kubelet configuration, error: %v", err)
+		var agg utilerrors.Aggregate
+		if errors.As(err, &agg) {
+			for _, e := range agg.Errors() {
+				result.ValidationErrors = append(result.ValidationErrors, e.Error())
+			}
+		} else {
+			result.ValidationErrors = []string{err.Error()}
+		}
+		return result
+	}
+	enforced := kubeletConfig.EnforceNodeAllocatable
+	if kubeletFlags.ExperimentalNodeAllocatableIgnoreEvictionThreshold {
+		enforced = []string{}
+	}
+	if _, err := eviction.ParseThresholdConfig(enforced, kubeletConfig.EvictionHard, kubeletConfig.EvictionSoft, kubeletConfig.EvictionSoftGracePeriod, kubeletConfig.EvictionMinimumReclaim); err != nil {
+		result.Stage = "eviction"
+		result.Error = err.Error()
+		result.ValidationErrors = []string{err.Error()}
+		return result
+	}
+	result.Stage = "ok"
+	return result
+}
+
+// loadConfigFile follows the kubelet's loadConfigFile (server.go): the file loader
+// (strict decoding, else lenient), then evictionHard's defaults. It also returns the
+// strict decoding error the kubelet only logs when it falls back to lenient decoding.
+func loadConfigFile(ctx context.Context, name string) (*kubeletconfiginternal.KubeletConfiguration, string, error) {
+	const errFmt = "failed to load Kubelet config file %s, error %v"
+	path, err := filepath.Abs(name)
+	if err != nil {
+		return nil, "", fmt.Errorf(errFmt, name, err)
+	}
+	strict := strictError(path)
+	loader, err := configfiles.NewFsLoader(&utilfs.DefaultFs{}, path)
+	if err != nil {
+		return nil, strict, fmt.Errorf(errFmt, name, err)
+	}
+	kc, err := loader.Load(ctx)
+	if err != nil {
+		return nil, strict, fmt.Errorf(errFmt, name, err)
+	}
+	if kc.EvictionHard == nil {
+		kc.EvictionHard = eviction.DefaultEvictionHard
+	} else if kc.MergeDefaultEvictionSettings {
+		for k, v := range eviction.DefaultEvictionHard {
+			if _, exists := kc.EvictionHard[k]; !exists {
+				kc.EvictionHard[k] = v
+			}
+		}
+	}
+	return kc, strict, nil
+}
+
+// strictError is the strict decoder's error for the file at path, when it is a strict
+// decoding error (the case in which the kubelet decodes leniently and warns).
+func strictError(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil || len(data) == 0 {
+		return ""
+	}
+	_, codecs, err := kubeletscheme.NewSchemeAndCodecs(serializer.EnableStrict)
+	if err != nil {
+		return ""
+	}
+	if _, _, err := codecs.UniversalDecoder().Decode(data, nil, nil); err != nil && runtime.IsStrictDecodingError(err) {
+		return err.Error()
+	}
+	return ""
+}
+
+// mergeDropIns follows the kubelet's mergeKubeletConfigurations (server.go): the config
+// as v1beta1 JSON, each *.conf file of the walk a JSON merge patch over it, then decoded,
+// defaulted and converted back.
+func mergeDropIns(kc *kubeletconfiginternal.KubeletConfiguration, dir string) error {
+	v := &kubeletconfigv1beta1.KubeletConfiguration{}
+	if err := kubeletconfigv1beta1conversion.Convert_config_KubeletConfiguration_To_v1beta1_KubeletConfiguration(kc, v, nil); err != nil {
+		return err
+	}
+	base, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("failed to marshal base config: %w", err)
+	}
+	walk := func(path string, entry fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if entry.IsDir() || filepath.Ext(entry.Name()) != ".conf" {
+			return nil
+		}
+		patch, gvk, err := loadDropIn(path)
+		if err != nil {
+			return fmt.Errorf("failed to load kubelet dropin file, path: %s, error: %w", path, err)
+		}
+		if gvk == nil || gvk.Empty() {
+			return fmt.Errorf("failed to load kubelet dropin file, path: %s, no apiVersion/kind", path)
+		}
+		if *gvk != kubeletconfigv1beta1.SchemeGroupVersion.WithKind("KubeletConfiguration") {
+			return fmt.Errorf("failed to load kubelet dropin file, path: %s, unknown apiVersion/kind: %v", path, gvk.String())
+		}
+		merged, err := jsonpatch.MergePatch(base, patch)
+		if err != nil {
+			return fmt.Errorf("failed to merge drop-in and current config: %w", err)
+		}
+		base = merged
+		return nil
+	}
+	if err := filepath.WalkDir(dir, walk); err != nil {
+		return fmt.Errorf("failed to walk through kubelet dropin directory %q: %w", dir, err)
+	}
+	v = &kubeletconfigv1beta1.KubeletConfiguration{}
+	if err := json.Unmarshal(base, v); err != nil {
+		return fmt.Errorf("failed to unmarshal merged JSON into kubelet configuration: %w", err)
+	}
+	kubeletconfigv1beta1conversion.SetDefaults_KubeletConfiguration(v)
+	if err := kubeletconfigv1beta1conversion.Convert_v1beta1_KubeletConfiguration_To_config_KubeletConfiguration(v, kc, nil); err != nil {
+		return fmt.Errorf("failed to convert merged config to internal kubelet configuration: %w", err)
+	}
+	return nil
+}
+
+// loadDropIn follows the kubelet's loadDropinConfigFileIntoJSON (server.go).
+func loadDropIn(name string) ([]byte, *schema.GroupVersionKind, error) {
+	const errFmt = "failed to load drop-in kubelet config file %s, error %v"
+	path, err := filepath.Abs(name)
+	if err != nil {
+		return nil, nil, fmt.Errorf(errFmt, name, err)
+	}
+	loader, err := configfiles.NewFsLoader(&utilfs.DefaultFs{}, path)
+	if err != nil {
+		return nil, nil, fmt.Errorf(errFmt, name, err)
+	}
+	return loader.LoadIntoJSON()
+}
+
+// flagPrecedence follows the kubelet's kubeletConfigFlagPrecedence (server.go): the
+// command line parsed again over kc, with throwaway KubeletFlags and no-op global flags,
+// and the feature gates kc had that the flags do not name put back.
+func flagPrecedence(kc *kubeletconfiginternal.KubeletConfiguration, args []string) error {
+	globals := pflag.NewFlagSet("", pflag.ContinueOnError)
+	globals.SetNormalizeFunc(cliflag.WordSepNormalizeFunc)
+	options.AddGlobalFlags(globals)
+	fs := pflag.NewFlagSet("", pflag.ContinueOnError)
+	fs.SetNormalizeFunc(globals.GetNormalizeFunc())
+	globals.VisitAll(func(f *pflag.Flag) {
+		fs.VarP(cliflag.NoOp{}, f.Name, f.Shorthand, f.Usage)
+	})
+	options.NewKubeletFlags().AddFlags(fs)
+	options.AddKubeletConfigFlags(fs, kc)
+	original := kc.FeatureGates
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	for k, v := range original {
+		if _, ok := kc.FeatureGates[k]; !ok {
+			kc.FeatureGates[k] = v
+		}
+	}
+	return nil
+}
+
+// versioned is kc in v1beta1 JSON (what /configz shows).
+func versioned(kc *kubeletconfiginternal.KubeletConfiguration) json.RawMessage {
+	v := &kubeletconfigv1beta1.KubeletConfiguration{}
+	if err := kubeletconfigv1beta1conversion.Convert_config_KubeletConfiguration_To_v1beta1_KubeletConfiguration(kc, v, nil); err != nil {
+		return nil
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	return out
+}
