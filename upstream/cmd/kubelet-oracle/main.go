@@ -2,8 +2,14 @@
 // with the kubelet's own code, for comparing kubelet-gitops' core with it (issue 14).
 //
 //	kubelet-oracle effective [kubelet flags...]
+//	kubelet-oracle hash < cases.jsonl
 //
-// does what `kubelet [flags...]` does at start before it touches the host
+// `hash` reads JSON lines {"name": NAME, "file": BASE64} and prints, a line for each, the
+// name `kubectl create configmap NAME --from-file=kubelet=FILE --append-hash` gives:
+// the file under data (valid UTF-8) or binaryData (any other bytes), as
+// create_configmap.go decides, hashed by k8s.io/kubectl/pkg/util/hash.
+//
+// `effective` does what `kubelet [flags...]` does at start before it touches the host
 // (cmd/kubelet/app/server.go, NewKubeletCommand's RunE, up to and including
 // ValidateKubeletConfiguration), in the same order and with the same packages:
 //
@@ -44,11 +50,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"unicode/utf8"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 
 	libcontainercgroups "github.com/opencontainers/cgroups"
 	"github.com/spf13/pflag"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -57,6 +66,7 @@ import (
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	cliflag "k8s.io/component-base/cli/flag"
 	logsapi "k8s.io/component-base/logs/api/v1"
+	kubectlhash "k8s.io/kubectl/pkg/util/hash"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/kubernetes/cmd/kubelet/app/options"
 	kubeletconfiginternal "k8s.io/kubernetes/pkg/kubelet/apis/config"
@@ -93,8 +103,15 @@ type Host struct {
 }
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == "hash" {
+		if err := hashNames(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) < 2 || os.Args[1] != "effective" {
-		fmt.Fprintln(os.Stderr, "usage: kubelet-oracle effective [kubelet flags...]")
+		fmt.Fprintln(os.Stderr, "usage: kubelet-oracle effective [kubelet flags...] | kubelet-oracle hash < cases.jsonl")
 		os.Exit(2)
 	}
 	result := effective(context.Background(), os.Args[2:])
@@ -105,6 +122,40 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Println(string(out))
+}
+
+// hashNames answers `hash`: a ConfigMap name per JSON line of in.
+func hashNames(in io.Reader, out io.Writer) error {
+	dec := json.NewDecoder(in)
+	for {
+		var c struct {
+			Name string `json:"name"`
+			File []byte `json:"file"`
+		}
+		if err := dec.Decode(&c); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("reading a case: %w", err)
+		}
+		cm := &v1.ConfigMap{
+			TypeMeta:   metav1.TypeMeta{Kind: "ConfigMap", APIVersion: "v1"},
+			ObjectMeta: metav1.ObjectMeta{Name: c.Name},
+			Data:       map[string]string{},
+			BinaryData: map[string][]byte{},
+		}
+		if utf8.Valid(c.File) {
+			cm.Data["kubelet"] = string(c.File)
+		} else {
+			cm.BinaryData["kubelet"] = c.File
+		}
+		h, err := kubectlhash.ConfigMapHash(cm)
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(out, "%s-%s\n", c.Name, h); err != nil {
+			return err
+		}
+	}
 }
 
 // effective runs the kubelet's start-up steps on args.
