@@ -25,6 +25,7 @@ pub mod error;
 pub mod files;
 pub mod git;
 pub mod nodes;
+pub mod oracle;
 pub mod process;
 pub mod real;
 pub mod recorder;

@@ -19,19 +19,13 @@
 //! Skipped without the oracle unless KUBELET_GITOPS_E2E_REQUIRE is set (CI).
 
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use base64::Engine as _;
 use rand::{RngExt as _, SeedableRng as _};
 
-use kubelet_gitops_core::configz::config_diff;
-use kubelet_gitops_core::effective::{Source, effective};
-use kubelet_gitops_core::flags::KubeletFlags;
-use kubelet_gitops_core::validation::{HostInfo, validate};
-use serde_json::Value;
-
-const HEAD: &str = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n";
+use kubelet_gitops_e2e::oracle::{self, HEAD};
 
 /// The example repository's base config, whole (it has its own type header).
 const EXAMPLE_BASE: &str = include_str!("../../examples-repo/base/kubelet.yaml");
@@ -168,170 +162,38 @@ fn cases() -> Vec<Case> {
     ]
 }
 
-/// What the oracle said.
-struct Oracle {
-    stage: String,
-    error: Option<String>,
-    strict_error: Option<String>,
-    validation_errors: Vec<String>,
-    effective: Option<Value>,
-    cgroup_v2: bool,
-}
-
 fn oracle_bin() -> Option<PathBuf> {
-    let dir = std::env::var_os(kubelet_gitops_e2e::real::UPSTREAM_BIN_ENV)
-        .map(PathBuf::from)
-        .unwrap_or_else(kubelet_gitops_e2e::real::UpstreamBinaries::default_dir);
-    let bin = dir.join("kubelet-oracle");
-    if bin.is_file() {
-        return Some(bin);
-    }
-    let why = format!(
-        "{} not found (run upstream/build.sh: it builds the oracle)",
-        bin.display()
-    );
-    assert!(
-        !kubelet_gitops_e2e::required(),
-        "{why} ({} is set, so this is a failure)",
-        kubelet_gitops_e2e::REQUIRE_ENV
-    );
-    eprintln!("core_agrees_with_the_kubelets_own_code: SKIPPED: {why}");
-    None
-}
-
-fn run_oracle(bin: &Path, args: &[String]) -> Oracle {
-    let out = Command::new(bin)
-        .arg("effective")
-        .args(args)
-        .output()
-        .expect("the oracle runs");
-    assert!(
-        out.status.success(),
-        "oracle {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).expect("the oracle prints JSON");
-    let s = |k: &str| v[k].as_str().map(str::to_string);
-    Oracle {
-        stage: s("stage").unwrap_or_default(),
-        error: s("error"),
-        strict_error: s("strictError"),
-        validation_errors: v["validationErrors"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|e| e.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default(),
-        effective: v.get("effective").cloned().filter(|e| !e.is_null()),
-        cgroup_v2: v["host"]["cgroupV2"].as_bool().unwrap_or(false),
+    match oracle::oracle_bin() {
+        Ok(bin) => Some(bin),
+        Err(e) => {
+            assert!(
+                !kubelet_gitops_e2e::required(),
+                "{e} ({} is set, so this is a failure)",
+                kubelet_gitops_e2e::REQUIRE_ENV
+            );
+            eprintln!("kubelet_oracle: SKIPPED: {e}");
+            None
+        }
     }
 }
 
-/// The disagreements of one case (empty when core and the kubelet agree).
-fn compare(bin: &Path, dir: &Path, case: &Case) -> Vec<String> {
-    let config_path = dir.join("config.yaml");
-    let config = if case.config.contains("kind: KubeletConfiguration") {
-        case.config.to_string()
+/// A case of the list as the oracle module takes it.
+fn to_case(c: &Case) -> oracle::Case {
+    let config = if c.config.contains("kind: KubeletConfiguration") {
+        c.config.to_string()
     } else {
-        format!("{HEAD}{}", case.config)
+        format!("{HEAD}{}", c.config)
     };
-    std::fs::write(&config_path, &config).unwrap();
-    let mut args = vec![format!("--config={}", config_path.display())];
-    let mut drop_ins: Vec<(String, String)> = Vec::new();
-    if !case.drop_ins.is_empty() {
-        let conf_d = dir.join("conf.d");
-        std::fs::create_dir_all(&conf_d).unwrap();
-        for (name, body) in case.drop_ins {
-            let text = format!("{HEAD}{body}");
-            std::fs::write(conf_d.join(name), &text).unwrap();
-            if name.ends_with(".conf") {
-                drop_ins.push((name.to_string(), text));
-            }
-        }
-        drop_ins.sort();
-        args.push(format!("--config-dir={}", conf_d.display()));
+    oracle::Case {
+        name: c.name.to_string(),
+        config: Some(config),
+        drop_ins: c
+            .drop_ins
+            .iter()
+            .map(|(n, b)| (n.to_string(), format!("{HEAD}{b}")))
+            .collect(),
+        args: c.args.iter().map(|a| a.to_string()).collect(),
     }
-    args.extend(case.args.iter().map(|a| a.to_string()));
-    let oracle = run_oracle(bin, &args);
-
-    let mut problems = Vec::new();
-    let flags = match KubeletFlags::parse(&args) {
-        Ok(f) => f,
-        Err(e) => return vec![format!("core cannot parse the flags {args:?}: {e}")],
-    };
-    let sources: Vec<Source<'_>> = drop_ins
-        .iter()
-        .map(|(n, t)| Source::new(n, t.as_bytes()))
-        .collect();
-    let core = effective(
-        Some(Source::new("config.yaml", config.as_bytes())),
-        &sources,
-        Some(&flags),
-    );
-    let core = match (core, &oracle.strict_error) {
-        (Err(e), Some(_)) => {
-            // The deliberate difference: core refuses what the kubelet decodes leniently.
-            let _ = e;
-            return problems;
-        }
-        (Ok(_), Some(strict)) => {
-            problems.push(format!(
-                "the kubelet decodes leniently ({strict}); core accepts the file strictly"
-            ));
-            return problems;
-        }
-        (Err(e), None) => {
-            problems.push(format!(
-                "core cannot build the effective config ({e}); the kubelet: stage {} {:?}",
-                oracle.stage, oracle.error
-            ));
-            return problems;
-        }
-        (Ok(c), None) => c,
-    };
-    let host = HostInfo {
-        cgroup_v2: Some(oracle.cgroup_v2),
-    };
-    let errors = validate(&core.config, &host);
-    let kubelet_starts = oracle.stage == "ok";
-    if kubelet_starts != errors.is_empty() {
-        problems.push(format!(
-            "verdict: the kubelet {} (stage {}: {:?}); core {}",
-            if kubelet_starts { "starts" } else { "refuses" },
-            oracle.stage,
-            oracle.error,
-            if errors.is_empty() {
-                "finds nothing".to_string()
-            } else {
-                format!(
-                    "finds {:?}",
-                    errors
-                        .iter()
-                        .map(|e| e.message.as_str())
-                        .collect::<Vec<_>>()
-                )
-            }
-        ));
-    }
-    for upstream in &oracle.validation_errors {
-        if !errors.iter().any(|e| &e.message == upstream) {
-            problems.push(format!(
-                "the kubelet's error {upstream:?} is not among core's {:?}",
-                errors
-                    .iter()
-                    .map(|e| e.message.as_str())
-                    .collect::<Vec<_>>()
-            ));
-        }
-    }
-    if let Some(upstream) = &oracle.effective {
-        for d in config_diff(&core.config, upstream) {
-            problems.push(format!("effective config: {d}"));
-        }
-    }
-    problems
 }
 
 #[test]
@@ -339,11 +201,11 @@ fn core_agrees_with_the_kubelets_own_code() {
     let Some(bin) = oracle_bin() else {
         return;
     };
+    let all: Vec<oracle::Case> = cases().iter().map(to_case).collect();
+    let answers = oracle::ask(&bin, &all).expect("the oracle answers");
     let mut report = Vec::new();
-    let all = cases();
-    for case in &all {
-        let dir = tempfile::tempdir().unwrap();
-        let problems = compare(&bin, dir.path(), case);
+    for (case, answer) in all.iter().zip(&answers) {
+        let problems = oracle::compare(case, answer);
         if !problems.is_empty() {
             report.push(format!("{}:\n  {}", case.name, problems.join("\n  ")));
         }

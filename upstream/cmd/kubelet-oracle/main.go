@@ -2,7 +2,13 @@
 // with the kubelet's own code, for comparing kubelet-gitops' core with it (issue 14).
 //
 //	kubelet-oracle effective [kubelet flags...]
+//	kubelet-oracle batch < cases.jsonl
 //	kubelet-oracle hash < cases.jsonl
+//
+// `batch` reads JSON lines {"config": YAML or null, "dropIns": {NAME: YAML}, "args":
+// [FLAG...]}, writes each case's files to a directory of its own, and prints for each
+// the result of `effective --config=<file> [--config-dir=<dir>] FLAG...` as a JSON line,
+// with "nanos": the time the kubelet's steps took (files written before, not counted).
 //
 // `hash` reads JSON lines {"name": NAME, "file": BASE64} and prints, a line for each, the
 // name `kubectl create configmap NAME --from-file=kubelet=FILE --append-hash` gives:
@@ -50,6 +56,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 	"unicode/utf8"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
@@ -81,7 +88,9 @@ import (
 // Result is what the oracle prints.
 type Result struct {
 	// Stage is "ok", or the step that failed: "flags", "feature-gates", "load",
-	// "merge", "precedence", "logging", "validate", "eviction".
+	// "merge", "precedence", "logging", "validate", "eviction"; or "panic" when the
+	// kubelet's code panicked (a v1.36 kubelet panics while defaulting a config file
+	// that names an unknown feature gate: it crashes at start).
 	Stage string `json:"stage"`
 	// Error is the failing step's error, as the kubelet would wrap it.
 	Error string `json:"error,omitempty"`
@@ -94,6 +103,8 @@ type Result struct {
 	Effective json.RawMessage `json:"effective,omitempty"`
 	// Host is what validation read of this machine.
 	Host Host `json:"host"`
+	// Nanos is how long the kubelet's steps took (batch only).
+	Nanos int64 `json:"nanos,omitempty"`
 }
 
 // Host is the machine as the kubelet's validation sees it.
@@ -103,6 +114,13 @@ type Host struct {
 }
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == "batch" {
+		if err := batch(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) == 2 && os.Args[1] == "hash" {
 		if err := hashNames(os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -111,7 +129,7 @@ func main() {
 		return
 	}
 	if len(os.Args) < 2 || os.Args[1] != "effective" {
-		fmt.Fprintln(os.Stderr, "usage: kubelet-oracle effective [kubelet flags...] | kubelet-oracle hash < cases.jsonl")
+		fmt.Fprintln(os.Stderr, "usage: kubelet-oracle effective [kubelet flags...] | kubelet-oracle batch < cases.jsonl | kubelet-oracle hash < cases.jsonl")
 		os.Exit(2)
 	}
 	result := effective(context.Background(), os.Args[2:])
@@ -122,6 +140,60 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Println(string(out))
+}
+
+// batch answers `batch`: a result per JSON line of in.
+func batch(in io.Reader, out io.Writer) error {
+	dec := json.NewDecoder(in)
+	enc := json.NewEncoder(out)
+	host := Host{CgroupV2: libcontainercgroups.IsCgroup2UnifiedMode()}
+	for {
+		var c struct {
+			Config  *string           `json:"config"`
+			DropIns map[string]string `json:"dropIns"`
+			Args    []string          `json:"args"`
+		}
+		if err := dec.Decode(&c); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("reading a case: %w", err)
+		}
+		dir, err := os.MkdirTemp("", "kubelet-oracle-")
+		if err != nil {
+			return err
+		}
+		var args []string
+		if c.Config != nil {
+			path := filepath.Join(dir, "config.yaml")
+			if err := os.WriteFile(path, []byte(*c.Config), 0o600); err != nil {
+				return err
+			}
+			args = append(args, "--config="+path)
+		}
+		if len(c.DropIns) > 0 {
+			confD := filepath.Join(dir, "conf.d")
+			if err := os.Mkdir(confD, 0o700); err != nil {
+				return err
+			}
+			for name, body := range c.DropIns {
+				if err := os.WriteFile(filepath.Join(confD, name), []byte(body), 0o600); err != nil {
+					return err
+				}
+			}
+			args = append(args, "--config-dir="+confD)
+		}
+		args = append(args, c.Args...)
+		start := time.Now()
+		result := effective(context.Background(), args)
+		result.Nanos = time.Since(start).Nanoseconds()
+		result.Host = host
+		if err := os.RemoveAll(dir); err != nil {
+			return err
+		}
+		if err := enc.Encode(result); err != nil {
+			return err
+		}
+	}
 }
 
 // hashNames answers `hash`: a ConfigMap name per JSON line of in.
@@ -158,8 +230,19 @@ func hashNames(in io.Reader, out io.Writer) error {
 	}
 }
 
-// effective runs the kubelet's start-up steps on args.
-func effective(ctx context.Context, args []string) Result {
+// effective runs the kubelet's start-up steps on args; a panic in them is the result
+// (stage "panic"), as the kubelet would crash.
+func effective(ctx context.Context, args []string) (result Result) {
+	defer func() {
+		if r := recover(); r != nil {
+			result = Result{Stage: "panic", Error: fmt.Sprint(r)}
+		}
+	}()
+	return steps(ctx, args)
+}
+
+// steps are the kubelet's start-up steps on args.
+func steps(ctx context.Context, args []string) Result {
 	// The kubelet's gates: every Kubernetes gate (registered by pkg/features' init), on a
 	// copy, so that one case's gates do not leak into the next.
 	gates := utilfeature.DefaultMutableFeatureGate.DeepCopy()
