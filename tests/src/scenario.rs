@@ -18,7 +18,7 @@ use crate::cluster::{
     Cluster, Converged, KubeletInfo, applied_targets, client, current_pools, read_config,
 };
 use crate::process::{self, Binaries, Proc, shell_quote};
-use crate::real::{self, NodePaths, NodeSetup, RealCluster, UpstreamBinaries};
+use crate::real::{self, NodeSetup, RealCluster, UpstreamBinaries};
 use crate::{
     Backend, CANARY_LABEL, ConfigFileWatch, E2eError, GitRemote, KEEP_ENV, NAMESPACE, NodeSpec,
     NodeView, Options, PATIENCE, POOL_LABEL, Pool, Recorder, TAIL_LINES, env_flag, repo, required,
@@ -809,12 +809,7 @@ async fn launch_real(
     cluster.apply_deploy_base().await?;
     let reconciler_kubeconfig = path.join("reconciler.kubeconfig");
     cluster
-        .service_account_kubeconfig(
-            &reconciler_kubeconfig,
-            NAMESPACE,
-            "kubelet-gitops-reconciler",
-            None,
-        )
+        .reconciler_kubeconfig(&reconciler_kubeconfig)
         .await?;
     let mut kubelets = BTreeMap::new();
     for n in &options.nodes {
@@ -832,9 +827,7 @@ async fn launch_real(
     })
 }
 
-/// A real kubelet's info. Its agent runs on this machine as on the node itself
-/// (`--host-root=/`, every path a real path), with a token of deploy/'s agent
-/// ServiceAccount bound to its Node, for the API server and for the kubelet's `/configz`.
+/// A real kubelet's info; its agent as [`RealCluster::agent_identity`] sets it up.
 async fn real_kubelet_info(
     cluster: &RealCluster,
     name: &str,
@@ -842,35 +835,9 @@ async fn real_kubelet_info(
     options: &Options,
 ) -> Result<KubeletInfo, E2eError> {
     let node = cluster.node(name)?;
-    let agent_kubeconfig = path.join(format!("agent-{name}.kubeconfig"));
-    let token = cluster
-        .service_account_kubeconfig(
-            &agent_kubeconfig,
-            NAMESPACE,
-            "kubelet-gitops-agent",
-            Some(name),
-        )
-        .await?;
-    let token_file = path.join(format!("agent-{name}.token"));
-    std::fs::write(&token_file, &token).map_err(E2eError::io("writing the agent's token"))?;
+    let agent = cluster.agent_identity(name, path).await?;
     let root = node.root.clone();
-    let on_node = |p: &str| root.join(&p[1..]).display().to_string();
     let url = format!("https://127.0.0.1:{}", node.port);
-    let agent_args = vec![
-        "--host-root=/".into(),
-        format!("--checkpoint-dir={}", on_node(KubeletInfo::CHECKPOINT_DIR)),
-        format!("--kubelet-config={}", on_node(NodePaths::CONFIG)),
-        format!("--flags-file={}", on_node(NodePaths::FLAGS_ENV)),
-        format!(
-            "--healthz-url=http://127.0.0.1:{}/healthz",
-            node.healthz_port
-        ),
-        format!("--configz-url={url}/configz"),
-        format!("--kubelet-token-file={}", token_file.display()),
-        format!("--kubelet-ca-file={}", cluster.ca().display()),
-        "--cgroup-root=/sys/fs/cgroup".into(),
-        "--cgroup-driver=cgroupfs".into(),
-    ];
     let admin = cluster.admin_cert();
     Ok(KubeletInfo {
         url,
@@ -894,8 +861,8 @@ async fn real_kubelet_info(
                     message: e.to_string(),
                 })?,
         ),
-        agent_kubeconfig,
-        agent_args,
+        agent_kubeconfig: agent.kubeconfig,
+        agent_args: agent.args,
     })
 }
 

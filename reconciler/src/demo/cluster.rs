@@ -141,18 +141,13 @@ impl DemoCluster {
     }
 }
 
-/// Whether `dir` is short enough for the real kubelets' unix sockets (107 bytes; the
-/// longest is `<workdir>/nodes/<node>/var/lib/kubelet/pod-resources/<10 digits>`).
+/// Whether `workdir` is short enough for the real kubelets' unix sockets (the harness's
+/// rule, [`kubelet_gitops_e2e::real::check_root_length`], for the node root of
+/// `longest_node`).
 pub fn check_socket_room(workdir: &Path, longest_node: &str) -> Result<(), DemoError> {
-    let longest = workdir
-        .join("nodes")
-        .join(longest_node)
-        .join("var/lib/kubelet/pod-resources/0123456789");
-    if longest.as_os_str().len() > 107 {
-        return Err(DemoError::WorkdirTooLong {
-            path: workdir.to_path_buf(),
-            socket: longest,
-        });
-    }
-    Ok(())
+    let root = workdir.join("nodes").join(longest_node);
+    kubelet_gitops_e2e::real::check_root_length(&root).map_err(|e| DemoError::WorkdirTooLong {
+        path: workdir.to_path_buf(),
+        why: e.to_string(),
+    })
 }

@@ -44,10 +44,8 @@ pub enum DemoError {
     )]
     NoKubectl,
     /// The work directory is too long for the real kubelets' unix sockets.
-    #[error(
-        "--workdir {path} is too long for a real kubelet: its socket {socket} would exceed the 107 bytes of a unix socket path; use a shorter directory"
-    )]
-    WorkdirTooLong { path: PathBuf, socket: PathBuf },
+    #[error("--workdir {path} is too long for a real kubelet: {why}")]
+    WorkdirTooLong { path: PathBuf, why: String },
     /// The real cluster failed.
     #[error("real cluster: cannot {what}")]
     Real {

@@ -26,8 +26,8 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::ListParams;
 use kubelet_gitops_core::inventory::{Inventory, InventoryNode};
-use kubelet_gitops_e2e::real::{NodePaths, NodeSetup, RealCluster, UpstreamBinaries};
-use kubelet_gitops_e2e::{E2eError, NAMESPACE};
+use kubelet_gitops_e2e::real::{NodeSetup, RealCluster, UpstreamBinaries};
+use kubelet_gitops_e2e::E2eError;
 
 use super::error::{DemoError, io};
 use super::view::NodeView;
@@ -38,9 +38,6 @@ pub struct RealDemo {
     reconciler_kubeconfig: PathBuf,
     http: reqwest::Client,
 }
-
-/// The agent's checkpoint directory on a node.
-const CHECKPOINT_DIR: &str = "/var/lib/kubelet-gitops";
 
 /// A [`DemoError::Real`] for the step `what`.
 fn real(what: &'static str) -> impl FnOnce(E2eError) -> DemoError {
@@ -134,12 +131,7 @@ impl RealDemo {
             .map_err(real("apply deploy/base"))?;
         let reconciler_kubeconfig = workdir.join("reconciler.kubeconfig");
         cluster
-            .service_account_kubeconfig(
-                &reconciler_kubeconfig,
-                NAMESPACE,
-                "kubelet-gitops-reconciler",
-                None,
-            )
+            .reconciler_kubeconfig(&reconciler_kubeconfig)
             .await
             .map_err(real("issue the reconciler's token"))?;
         let http = kubelet_gitops_e2e::real::http_client()
@@ -184,42 +176,27 @@ impl RealDemo {
         self.cluster.nodes().keys().cloned().collect()
     }
 
-    /// The agent's node-specific arguments for `name`: a kubeconfig and a kubelet token of
-    /// deploy/'s agent ServiceAccount bound to the Node (written in `workdir`), the
-    /// node's paths as real paths, its kubelet's URLs and restart command.
+    /// The agent's node-specific arguments for `name`: its identity and paths
+    /// ([`RealCluster::agent_identity`], files written in `workdir`) and its kubelet's
+    /// restart command.
     pub async fn agent_args(&self, name: &str, workdir: &Path) -> Result<Vec<String>, DemoError> {
         let node = self.cluster.node(name).map_err(real("find a node"))?;
-        let kubeconfig = workdir.join(format!("agent-{name}.kubeconfig"));
-        let token = self
+        let agent = self
             .cluster
-            .service_account_kubeconfig(&kubeconfig, NAMESPACE, "kubelet-gitops-agent", Some(name))
+            .agent_identity(name, workdir)
             .await
             .map_err(real("issue an agent's token"))?;
-        let token_file = workdir.join(format!("agent-{name}.token"));
-        std::fs::write(&token_file, &token).map_err(io("write", &token_file))?;
-        let on_node = |p: &str| node.root.join(&p[1..]).display().to_string();
         let restart: Vec<String> = node
             .restart_command()
             .iter()
             .map(|w| kubelet_gitops_e2e::process::shell_quote(w))
             .collect();
-        Ok(vec![
-            format!("--kubeconfig={}", kubeconfig.display()),
-            "--host-root=/".into(),
-            format!("--checkpoint-dir={}", on_node(CHECKPOINT_DIR)),
-            format!("--kubelet-config={}", on_node(NodePaths::CONFIG)),
-            format!("--flags-file={}", on_node(NodePaths::FLAGS_ENV)),
+        let mut args = vec![
+            format!("--kubeconfig={}", agent.kubeconfig.display()),
             format!("--restart-command={}", restart.join(" ")),
-            format!(
-                "--healthz-url=http://127.0.0.1:{}/healthz",
-                node.healthz_port
-            ),
-            format!("--configz-url=https://127.0.0.1:{}/configz", node.port),
-            format!("--kubelet-token-file={}", token_file.display()),
-            format!("--kubelet-ca-file={}", self.cluster.ca().display()),
-            "--cgroup-root=/sys/fs/cgroup".into(),
-            "--cgroup-driver=cgroupfs".into(),
-        ])
+        ];
+        args.extend(agent.args);
+        Ok(args)
     }
 
     /// Every Node as the node protocol shows it, read from the API server.

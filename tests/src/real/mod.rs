@@ -30,7 +30,7 @@ use crate::process::run;
 use crate::{E2eError, PATIENCE};
 pub use control_plane::ControlPlane;
 pub use kubeconfig::{Credentials, write_kubeconfig};
-pub use node::{NodePaths, NodeSetup, RealNode};
+pub use node::{NodePaths, NodeSetup, RealNode, check_root_length};
 
 /// Overrides where the upstream binaries are taken from (default: the repository's
 /// `upstream/bin`).
@@ -157,6 +157,15 @@ pub async fn run_kubectl(kubeconfig: &Path, args: &[&str]) -> Result<String, E2e
     let mut all = vec![flag.as_str()];
     all.extend_from_slice(args);
     run("kubectl", &all, None).await
+}
+
+/// An agent's identity and node paths on a real node ([`RealCluster::agent_identity`]).
+#[derive(Debug, Clone)]
+pub struct AgentIdentity {
+    /// Its kubeconfig (the agent ServiceAccount's token bound to the Node).
+    pub kubeconfig: PathBuf,
+    /// Its node-specific arguments, but for the restart command.
+    pub args: Vec<String>,
 }
 
 /// A running real cluster.
@@ -390,6 +399,52 @@ impl RealCluster {
             &Credentials::Token(token.clone()),
         )?;
         Ok(token)
+    }
+
+    /// Writes a kubeconfig at `path` with a token of deploy/'s reconciler ServiceAccount.
+    pub async fn reconciler_kubeconfig(&self, path: &Path) -> Result<(), E2eError> {
+        self.service_account_kubeconfig(path, crate::NAMESPACE, "kubelet-gitops-reconciler", None)
+            .await
+            .map(drop)
+    }
+
+    /// How the agent of node `name` runs on this machine as on the node itself
+    /// (`--host-root=/`, every path a real path), with a token of deploy/'s agent
+    /// ServiceAccount bound to its Node, for the API server and the kubelet's `/configz`
+    /// (its kubeconfig and token file written in `dir`).
+    pub async fn agent_identity(&self, name: &str, dir: &Path) -> Result<AgentIdentity, E2eError> {
+        let node = self.node(name)?;
+        let kubeconfig = dir.join(format!("agent-{name}.kubeconfig"));
+        let token = self
+            .service_account_kubeconfig(
+                &kubeconfig,
+                crate::NAMESPACE,
+                "kubelet-gitops-agent",
+                Some(name),
+            )
+            .await?;
+        let token_file = dir.join(format!("agent-{name}.token"));
+        std::fs::write(&token_file, &token).map_err(E2eError::io("writing the agent's token"))?;
+        let on_node = |p: &str| node.root.join(&p[1..]).display().to_string();
+        let args = vec![
+            "--host-root=/".into(),
+            format!(
+                "--checkpoint-dir={}",
+                on_node(crate::KubeletInfo::CHECKPOINT_DIR)
+            ),
+            format!("--kubelet-config={}", on_node(NodePaths::CONFIG)),
+            format!("--flags-file={}", on_node(NodePaths::FLAGS_ENV)),
+            format!(
+                "--healthz-url=http://127.0.0.1:{}/healthz",
+                node.healthz_port
+            ),
+            format!("--configz-url=https://127.0.0.1:{}/configz", node.port),
+            format!("--kubelet-token-file={}", token_file.display()),
+            format!("--kubelet-ca-file={}", self.ca().display()),
+            "--cgroup-root=/sys/fs/cgroup".into(),
+            "--cgroup-driver=cgroupfs".into(),
+        ];
+        Ok(AgentIdentity { kubeconfig, args })
     }
 
     /// Applies the RBAC, admission policy and namespace of `deploy/base` (as `kubectl

@@ -54,6 +54,23 @@ impl NodePaths {
     pub const PID_FILE: &str = "/run/kubelet.pid";
 }
 
+/// An error unless the node root `root` leaves room for the kubelet's longest unix socket,
+/// `var/lib/kubelet/pod-resources/<10 digits>`, in the 107 bytes of a socket path (a
+/// longer one makes the kubelet exit with `bind: invalid argument`).
+pub fn check_root_length(root: &Path) -> Result<(), E2eError> {
+    let longest = root.join("var/lib/kubelet/pod-resources/0123456789");
+    if longest.as_os_str().len() > 107 {
+        return Err(E2eError::Unexpected {
+            what: format!("the node root {}", root.display()),
+            message: format!(
+                "too long: the kubelet's socket {} would exceed the 107 bytes of a unix socket path (use a shorter directory)",
+                longest.display()
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// What a node looks like before its kubelet starts.
 #[derive(Debug, Clone)]
 pub struct NodeSetup {
@@ -107,17 +124,7 @@ impl RealNode {
     ) -> Result<RealNode, E2eError> {
         let name = &setup.name;
         let kubelet_dir = root.join("var/lib/kubelet");
-        // The kubelet's longest socket: pod-resources/<10 digits>, at most 107 bytes.
-        let longest = kubelet_dir.join("pod-resources/0123456789");
-        if longest.as_os_str().len() > 107 {
-            return Err(E2eError::Unexpected {
-                what: format!("the root of node {name}, {}", root.display()),
-                message: format!(
-                    "too long: the kubelet's socket {} would exceed the 107 bytes of a unix socket path (use a shorter directory)",
-                    longest.display()
-                ),
-            });
-        }
+        check_root_length(root)?;
         let pki_dir = kubelet_dir.join("pki");
         let ca = root.join("etc/kubernetes/pki/ca.crt");
         write_file(&ca, pki.ca_pem()?.as_bytes(), false)?;
