@@ -26,8 +26,8 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::ListParams;
 use kubelet_gitops_core::inventory::{Inventory, InventoryNode};
-use kubelet_gitops_e2e::real::{NodeSetup, RealCluster, UpstreamBinaries};
 use kubelet_gitops_e2e::E2eError;
+use kubelet_gitops_e2e::real::{NodeSetup, RealCluster, UpstreamBinaries};
 
 use super::error::{DemoError, io};
 use super::view::NodeView;
