@@ -1,8 +1,10 @@
 //! The effective configuration: what a kubelet actually runs with.
 //!
 //! The kubelet builds it in this order (cmd/kubelet/app/server.go):
-//! 1. the config file (`--config`), decoded strictly and defaulted; without a file, the
-//!    defaulted empty config;
+//! 1. the config file (`--config`), decoded strictly and defaulted, its relative paths
+//!    resolved against its directory (when its name is an absolute path: the node's
+//!    `--config`; see [`resolve_relative_paths`]); without a file, the defaulted empty
+//!    config;
 //! 2. the drop-in files of `--config-dir` (`*.conf`, walked in lexical order, each a JSON
 //!    merge patch over the result so far: maps merge, lists are replaced);
 //! 3. the command-line flags that are explicitly set (`kubeletConfigFlagPrecedence`).
@@ -16,6 +18,7 @@ use serde_json::Value;
 use crate::decode::{self, DecodeError, SourceMap};
 use crate::defaults;
 use crate::flags::{self, FlagOverride, KubeletFlags};
+use crate::go;
 use crate::types::KubeletConfiguration;
 
 /// One input file: a name for messages and its bytes.
@@ -133,6 +136,9 @@ pub fn effective_with(
             if opts.apply_defaults {
                 defaults::set_defaults(&mut cfg);
             }
+            if src.name.starts_with('/') {
+                resolve_relative_paths(&mut cfg, &go::dir_path(src.name));
+            }
             (cfg, Some(map))
         }
         None if opts.apply_defaults => (legacy_defaults(), None),
@@ -141,6 +147,11 @@ pub fn effective_with(
     let mut config = base;
     if !drop_ins.is_empty() {
         let mut value = to_value(&config, "the config file")?;
+        // The kubelet merges over `json.Marshal` of the v1beta1 config, whose lists are
+        // all `omitempty`: an empty list the file set is gone before the first drop-in,
+        // and defaulting then fills it again (`enforceNodeAllocatable: []` comes back as
+        // `["pods"]`).
+        drop_empty_lists(&mut value);
         for src in drop_ins {
             // Each drop-in must itself be a valid (partial) KubeletConfiguration.
             let (patch, _) = decode::decode_value(src.name, src.bytes)?;
@@ -169,6 +180,49 @@ pub fn effective_with(
         overrides,
         flag_fields,
     })
+}
+
+/// Removes every empty list from `value`, at any depth (Go's `omitempty` on a slice).
+fn drop_empty_lists(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.retain(|_, v| !matches!(v, Value::Array(a) if a.is_empty()));
+            map.values_mut().for_each(drop_empty_lists);
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_empty_lists),
+        _ => {}
+    }
+}
+
+/// The config file's loader (`configfiles.fsLoader.Load`): each path field of
+/// `KubeletConfigurationPathRefs` that is set and relative becomes `filepath.Join(dir,
+/// path)` (cleaned). Only the `--config` file's, not the drop-ins' or the flags'. Core does
+/// it when it knows where the file is (a source named by an absolute path: the node's
+/// `--config`); a file without a place (a pool's file in the repository) keeps its
+/// relative paths, and validation then judges them as written.
+pub fn resolve_relative_paths(cfg: &mut KubeletConfiguration, dir: &str) {
+    let x509 = cfg
+        .authentication
+        .as_mut()
+        .and_then(|a| a.x509.as_mut())
+        .map(|x| &mut x.client_ca_file);
+    let paths = [
+        Some(&mut cfg.static_pod_path),
+        x509,
+        Some(&mut cfg.tls_cert_file),
+        Some(&mut cfg.tls_private_key_file),
+        Some(&mut cfg.resolv_conf),
+        Some(&mut cfg.volume_plugin_dir),
+        Some(&mut cfg.pod_logs_dir),
+    ];
+    for path in paths.into_iter().flatten() {
+        if let Some(p) = path.as_mut()
+            && !p.is_empty()
+            && !p.starts_with('/')
+        {
+            *p = go::join_path(dir, p);
+        }
+    }
 }
 
 /// The kubelet's drop-in order: files ending in `.conf`, by path in lexical order
@@ -249,6 +303,72 @@ mod tests {
             &json!({"a": {"b": 9, "c": null}, "l": [3], "y": {"z": 1}}),
         );
         assert_eq!(t, json!({"a": {"b": 9}, "l": [3], "x": 1, "y": {"z": 1}}));
+    }
+
+    #[test]
+    fn relative_paths_resolve_against_the_config_files_directory() {
+        const HEAD: &str =
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n";
+        let file = format!(
+            "{HEAD}staticPodPath: manifests\npodLogsDir: ../logs/./pods\nresolvConf: /etc/resolv.conf\nvolumePluginDir: \"\"\nauthentication:\n  x509:\n    clientCAFile: pki/ca.crt\n"
+        );
+        let drop_in = format!("{HEAD}tlsCertFile: certs/kubelet.crt\n");
+        let eff = effective(
+            Some(Source::new("/etc/kubernetes/kubelet.yaml", file.as_bytes())),
+            &[Source::new(
+                "/etc/kubernetes/kubelet.conf.d/10.conf",
+                drop_in.as_bytes(),
+            )],
+            None,
+        )
+        .unwrap();
+        let c = &eff.config;
+        assert_eq!(
+            c.static_pod_path.as_deref(),
+            Some("/etc/kubernetes/manifests")
+        );
+        assert_eq!(c.pod_logs_dir.as_deref(), Some("/etc/logs/pods"));
+        assert_eq!(c.resolv_conf.as_deref(), Some("/etc/resolv.conf"));
+        let ca = c.authentication.as_ref().and_then(|a| a.x509.as_ref());
+        assert_eq!(
+            ca.and_then(|x| x.client_ca_file.as_deref()),
+            Some("/etc/kubernetes/pki/ca.crt")
+        );
+        // A drop-in's paths are not resolved, as the kubelet's merge does not.
+        assert_eq!(c.tls_cert_file.as_deref(), Some("certs/kubelet.crt"));
+        // A file without a place keeps its paths as written.
+        let eff = effective(
+            Some(Source::new("pools/a.yaml", file.as_bytes())),
+            &[],
+            None,
+        )
+        .unwrap();
+        assert_eq!(eff.config.static_pod_path.as_deref(), Some("manifests"));
+    }
+
+    #[test]
+    fn an_empty_list_of_the_file_is_lost_in_the_drop_in_merge() {
+        const HEAD: &str =
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n";
+        let file = format!("{HEAD}enforceNodeAllocatable: []\n");
+        let alone = effective(Some(Source::new("k.yaml", file.as_bytes())), &[], None).unwrap();
+        assert_eq!(alone.config.enforce_node_allocatable, Some(vec![]));
+        let drop_in = format!("{HEAD}maxPods: 50\n");
+        let merged = effective(
+            Some(Source::new("k.yaml", file.as_bytes())),
+            &[Source::new("d/10.conf", drop_in.as_bytes())],
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            merged.config.enforce_node_allocatable,
+            Some(vec!["pods".to_string()])
+        );
+        // A drop-in's own empty list stays.
+        let drop_in = format!("{HEAD}enforceNodeAllocatable: []\n");
+        let merged =
+            effective(None, &[Source::new("d/10.conf", drop_in.as_bytes())], None).unwrap();
+        assert_eq!(merged.config.enforce_node_allocatable, Some(vec![]));
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Go's `%q` and `%v` of a float, as the kubelet's and the API server's messages print
-//! values.
+//! values, and Go's `path/filepath` on Linux where the kubelet's paths go through it.
 
 /// Go's `%q` (`strconv.Quote`).
 pub fn quote(s: &str) -> String {
@@ -70,9 +70,104 @@ pub fn float(f: f64) -> String {
     }
 }
 
+/// Go's `filepath.Clean` on Linux: the shortest path naming the same file by lexical
+/// processing alone (`//` and `.` dropped, `..` undone where it can be, `.` for empty).
+pub fn clean_path(p: &str) -> String {
+    if p.is_empty() {
+        return ".".to_string();
+    }
+    let rooted = p.starts_with('/');
+    let mut parts: Vec<&str> = Vec::new();
+    for seg in p.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => match parts.last() {
+                Some(&last) if last != ".." => {
+                    parts.pop();
+                }
+                _ if rooted => {}
+                _ => parts.push(".."),
+            },
+            s => parts.push(s),
+        }
+    }
+    let joined = parts.join("/");
+    match (rooted, joined.is_empty()) {
+        (true, _) => format!("/{joined}"),
+        (false, true) => ".".to_string(),
+        (false, false) => joined,
+    }
+}
+
+/// Go's `filepath.Dir` on Linux: all but the last element, cleaned.
+pub fn dir_path(p: &str) -> String {
+    let dir = match p.rfind('/') {
+        Some(i) => &p[..=i],
+        None => "",
+    };
+    clean_path(dir)
+}
+
+/// Go's `filepath.Join(a, b)` on Linux for a non-empty `b`: the two joined and cleaned.
+pub fn join_path(a: &str, b: &str) -> String {
+    if a.is_empty() {
+        clean_path(b)
+    } else {
+        clean_path(&format!("{a}/{b}"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{float as go_float, quote as go_quote};
+    use super::{clean_path, dir_path, float as go_float, join_path, quote as go_quote};
+
+    #[test]
+    fn paths_as_go_cleans_them() {
+        // Go's own table (path/filepath cleantests, the Unix part).
+        for (p, want) in [
+            ("abc", "abc"),
+            ("abc/def", "abc/def"),
+            ("a/b/c", "a/b/c"),
+            (".", "."),
+            ("..", ".."),
+            ("../..", "../.."),
+            ("../../abc", "../../abc"),
+            ("/abc", "/abc"),
+            ("/", "/"),
+            ("", "."),
+            ("abc/", "abc"),
+            ("abc/def/", "abc/def"),
+            ("/abc/", "/abc"),
+            ("abc//def//ghi", "abc/def/ghi"),
+            ("//abc", "/abc"),
+            ("///abc", "/abc"),
+            ("//abc//", "/abc"),
+            ("abc//", "abc"),
+            ("abc/./def", "abc/def"),
+            ("/./abc/def", "/abc/def"),
+            ("abc/.", "abc"),
+            ("abc/def/ghi/../jkl", "abc/def/jkl"),
+            ("abc/def/../ghi/../jkl", "abc/jkl"),
+            ("abc/def/..", "abc"),
+            ("abc/def/../..", "."),
+            ("/abc/def/../..", "/"),
+            ("abc/def/../../..", ".."),
+            ("/abc/def/../../..", "/"),
+            ("abc/def/../../../ghi/jkl/../../../mno", "../../mno"),
+            ("/../abc", "/abc"),
+            ("a/../b:/../../c", "../c"),
+            ("abc/./../def", "def"),
+            ("abc//./../def", "def"),
+            ("abc/../../././../def", "../../def"),
+        ] {
+            assert_eq!(clean_path(p), want, "Clean({p:?})");
+        }
+        assert_eq!(dir_path("/etc/kubernetes/kubelet.yaml"), "/etc/kubernetes");
+        assert_eq!(dir_path("kubelet.yaml"), ".");
+        assert_eq!(dir_path("/kubelet.yaml"), "/");
+        assert_eq!(join_path("/etc/kubernetes", "../x/./y"), "/etc/x/y");
+        assert_eq!(join_path("/etc", "."), "/etc");
+    }
 
     #[test]
     fn go_formatting_helpers() {

@@ -138,15 +138,14 @@ fn check_startup(
     let on = |name: &str| features::enabled(gates, name);
     check_sync_frequency(c, out);
     server::check(c, out);
-    let reserved_cpu_milli = reservations::check_reserved_resources(c, out);
+    let reserved_cpu_nanos = reservations::check_reserved_resources(c, out);
     eviction::check(c, out);
     reservations::check_qos_reserved(c, out);
     cgroup_v1::check_limited_swap(c, &on, host, out);
-    managers::check_policies(c, reserved_cpu_milli, out);
+    managers::check_policies(c, reserved_cpu_nanos, out);
     check_change_detection_strategy(c, out);
     logs::check_max_size(c, out);
     sysctls::check(c, out);
-    check_user_namespaces(c, &on, out);
 }
 
 fn check_crash_loop_backoff(
@@ -242,28 +241,5 @@ fn check_change_detection_strategy(c: &KubeletConfiguration, out: &mut Vec<Valid
             "configMapAndSecretChangeDetectionStrategy",
             format!("unknown configmap and secret manager mode: {strategy}"),
         ));
-    }
-}
-
-/// `userns.MakeUserNsManager`, when the gate is on (the kubelet then uses 65536 if unset).
-fn check_user_namespaces(
-    c: &KubeletConfiguration,
-    on: &dyn Fn(&str) -> bool,
-    out: &mut Vec<ValidationError>,
-) {
-    if let Some(ids) = c.user_namespaces.as_ref().and_then(|u| u.ids_per_pod)
-        && on("UserNamespacesSupport")
-    {
-        if ids <= 0 || ids > i64::from(u32::MAX) {
-            out.push(err(
-                "userNamespaces.idsPerPod",
-                format!("invalid configuration: userNamespaces.idsPerPod {ids} must be a positive multiple of 65536 that fits in 32 bits"),
-            ));
-        } else if ids % 65536 != 0 {
-            out.push(err(
-                "userNamespaces.idsPerPod",
-                format!("kubelet user namespace length {ids} is not a multiple of 65536"),
-            ));
-        }
     }
 }

@@ -40,10 +40,20 @@ pub struct Answer {
     pub error: Option<String>,
     /// The strict decoding error when the kubelet fell back to lenient decoding.
     pub strict_error: Option<String>,
+    /// The drop-ins' strict decoding errors, which the kubelet never looks for.
+    pub drop_in_strict_errors: Vec<String>,
     pub validation_errors: Vec<String>,
     /// The effective config (v1beta1 JSON) after the steps that succeeded.
     pub effective: Option<Value>,
     pub cgroup_v2: bool,
+    /// Failures later in the kubelet's start that it words otherwise than one message (an
+    /// address the server cannot listen on): a verdict, not a message to match.
+    pub inexact: Vec<String>,
+    /// What the oracle's fixed machine decided (a static CPU or memory policy it cannot
+    /// satisfy): not a verdict, since core does not know the node's machine.
+    pub machine: Vec<String>,
+    /// The `--config` path the kubelet read (its directory resolves relative paths).
+    pub config_path: Option<String>,
     /// How long the kubelet's steps took.
     pub nanos: u64,
 }
@@ -120,18 +130,24 @@ pub fn ask(bin: &std::path::Path, cases: &[Case]) -> Result<Vec<Answer>, E2eErro
         .map(|l| {
             let v: Value = serde_json::from_str(l).unwrap_or(Value::Null);
             let s = |k: &str| v[k].as_str().map(str::to_string);
-            Answer {
-                stage: s("stage").unwrap_or_default(),
-                error: s("error"),
-                strict_error: s("strictError"),
-                validation_errors: v["validationErrors"]
-                    .as_array()
+            let list = |k: &str| -> Vec<String> {
+                v[k].as_array()
                     .map(|a| {
                         a.iter()
                             .filter_map(|e| e.as_str().map(str::to_string))
                             .collect()
                     })
-                    .unwrap_or_default(),
+                    .unwrap_or_default()
+            };
+            Answer {
+                stage: s("stage").unwrap_or_default(),
+                error: s("error"),
+                strict_error: s("strictError"),
+                validation_errors: list("validationErrors"),
+                drop_in_strict_errors: list("dropInStrictErrors"),
+                inexact: list("inexact"),
+                machine: list("machine"),
+                config_path: s("configPath"),
                 effective: v.get("effective").cloned().filter(|e| !e.is_null()),
                 cgroup_v2: v["host"]["cgroupV2"].as_bool().unwrap_or(false),
                 nanos: v["nanos"].as_u64().unwrap_or(0),
@@ -188,16 +204,29 @@ pub fn compare(case: &Case, answer: &Answer) -> Vec<String> {
         .iter()
         .map(|(n, t)| Source::new(n, t.as_bytes()))
         .collect();
+    // Core is told where the kubelet's file was, as the agent tells it the node's
+    // --config: relative paths resolve against its directory.
+    let config_name = answer
+        .config_path
+        .clone()
+        .unwrap_or_else(|| "config.yaml".to_string());
     let file = case
         .config
         .as_deref()
-        .map(|c| Source::new("config.yaml", c.as_bytes()));
+        .map(|c| Source::new(&config_name, c.as_bytes()));
     let built = effective(file, &sources, Some(&flags));
     let host = HostInfo {
         cgroup_v2: Some(answer.cgroup_v2),
     };
-    if let Some(strict) = &answer.strict_error {
-        // The deliberate difference: core refuses what the kubelet decodes leniently.
+    let strict = answer
+        .strict_error
+        .iter()
+        .chain(&answer.drop_in_strict_errors)
+        .next();
+    if let Some(strict) = strict {
+        // The deliberate difference: core refuses what the kubelet decodes leniently (the
+        // config file) or merges without decoding (a drop-in): unknown or duplicate
+        // fields.
         return match built {
             Err(_) => Vec::new(),
             Ok(_) => vec![format!(

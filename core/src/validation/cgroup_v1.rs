@@ -1,4 +1,5 @@
-//! What the kubelet refuses on a cgroup v1 host; nothing when the host is unknown.
+//! `validateKubeletOSConfiguration` on Linux: what the kubelet refuses on a cgroup v1
+//! host (nothing of that when the host is unknown), and `userNamespaces.idsPerPod`.
 
 use crate::types::KubeletConfiguration;
 
@@ -6,23 +7,40 @@ use super::{HostInfo, ValidationError, err};
 
 /// `validateKubeletOSConfiguration` on Linux: returns at the first problem.
 pub(super) fn check_os(c: &KubeletConfiguration, host: &HostInfo, out: &mut Vec<ValidationError>) {
-    let Some(cgroup_v2) = host.cgroup_v2 else {
+    if host.cgroup_v2 == Some(false) {
+        if c.fail_cgroup_v1.unwrap_or(false) {
+            out.push(err(
+                "failCgroupV1",
+                "kubelet is configured to not run on a host using cgroup v1. cgroup v1 support is unsupported and will be removed in a future release",
+            ));
+            return;
+        }
+        if c.single_process_oom_kill == Some(false) {
+            out.push(err(
+                "singleProcessOOMKill",
+                "invalid configuration: singleProcessOOMKill must not be explicitly set to false when using cgroup v1",
+            ));
+            return;
+        }
+    }
+    const UNIT: i64 = 65536;
+    const FIELD: &str = "userNamespaces.idsPerPod";
+    let Some(ids) = c.user_namespaces.as_ref().and_then(|u| u.ids_per_pod) else {
         return;
     };
-    if cgroup_v2 {
+    let message = if ids < UNIT {
+        format!("invalid configuration: userNamespaces.idsPerPod must not be less than {UNIT}")
+    } else if ids % UNIT != 0 {
+        format!("invalid configuration: userNamespaces.idsPerPod must be a multiple of {UNIT}")
+    } else if ids > i64::from(u32::MAX) {
+        format!(
+            "invalid configuration: userNamespaces.idsPerPod must not be more than {}",
+            u32::MAX
+        )
+    } else {
         return;
-    }
-    if c.fail_cgroup_v1.unwrap_or(false) {
-        out.push(err(
-            "failCgroupV1",
-            "kubelet is configured to not run on a host using cgroup v1. cgroup v1 support is unsupported and will be removed in a future release",
-        ));
-    } else if c.single_process_oom_kill == Some(false) {
-        out.push(err(
-            "singleProcessOOMKill",
-            "invalid configuration: singleProcessOOMKill must not be explicitly set to false when using cgroup v1",
-        ));
-    }
+    };
+    out.push(err(FIELD, message));
 }
 
 /// `LimitedSwap` needs cgroup v2 (the kubelet's swap check at start).

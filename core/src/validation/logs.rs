@@ -111,27 +111,7 @@ fn check_pod_logs_dir(dir: &str, out: &mut Vec<ValidationError>) {
 
 /// Whether Go's `filepath.Clean(p) == p` on Linux.
 fn is_clean_path(p: &str) -> bool {
-    if p == "/" || p == "." {
-        return true;
-    }
-    if p.is_empty() || p.ends_with('/') {
-        return false;
-    }
-    let rooted = p.starts_with('/');
-    let rest = if rooted { &p[1..] } else { p };
-    let mut leading_dotdots = true;
-    for seg in rest.split('/') {
-        match seg {
-            "" | "." => return false,
-            ".." => {
-                if rooted || !leading_dotdots {
-                    return false;
-                }
-            }
-            _ => leading_dotdots = false,
-        }
-    }
-    true
+    go::clean_path(p) == p
 }
 
 #[cfg(test)]

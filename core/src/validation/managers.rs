@@ -32,20 +32,40 @@ pub(super) fn check_topology(c: &KubeletConfiguration, out: &mut Vec<ValidationE
     }
 }
 
-/// `cm.NewContainerManager`: the CPU manager's policy, whose `static` form needs
-/// `reserved_cpu_milli` above zero, and the memory manager's.
+/// `cm.NewContainerManager`: the CPU manager's policy (`none` takes no options; `static`
+/// needs some CPU reserved: `reserved_cpu_nanos` above zero, else the node allocatable
+/// reservation has no cpu at all), and the memory manager's.
 pub(super) fn check_policies(
     c: &KubeletConfiguration,
-    reserved_cpu_milli: i128,
+    reserved_cpu_nanos: i128,
     out: &mut Vec<ValidationError>,
 ) {
     match c.cpu_manager_policy.as_deref().unwrap_or("") {
-        "none" => {}
+        "none" => {
+            // NewNonePolicy; Go prints the map with its keys sorted.
+            let options = c
+                .cpu_manager_policy_options
+                .as_ref()
+                .filter(|o| !o.is_empty());
+            if let Some(options) = options {
+                let printed: Vec<String> =
+                    options.iter().map(|(k, v)| format!("{k}:{v}")).collect();
+                out.push(err(
+                    "cpuManagerPolicyOptions",
+                    format!(
+                        "new none policy error: None policy: received unsupported options=map[{}]",
+                        printed.join(" ")
+                    ),
+                ));
+            }
+        }
         "static" => {
-            if reserved_cpu_milli <= 0 {
+            // GetNodeAllocatableReservation leaves out a zero cpu, so the manager's
+            // "requires ... greater than zero" cannot be reached: this is what it says.
+            if reserved_cpu_nanos <= 0 {
                 out.push(err(
                     "cpuManagerPolicy",
-                    "[cpumanager] the static policy requires systemreserved.cpu + kubereserved.cpu to be greater than zero",
+                    "[cpumanager] unable to determine reserved CPU resources for static policy",
                 ));
             }
         }
@@ -54,11 +74,16 @@ pub(super) fn check_policies(
             format!("unknown policy: \"{other}\""),
         )),
     }
-    let memory_policy = c.memory_manager_policy.as_deref().unwrap_or("");
-    if !matches!(memory_policy, "None" | "Static") {
-        out.push(err(
+    match c.memory_manager_policy.as_deref().unwrap_or("") {
+        "None" | "Static" => {}
+        // memorymanager.NewManager: a policy of Windows only.
+        "BestEffort" => out.push(err(
             "memoryManagerPolicy",
-            format!("unknown policy: \"{memory_policy}\""),
-        ));
+            "policy \"BestEffort\" is not available for platform \"linux\"",
+        )),
+        other => out.push(err(
+            "memoryManagerPolicy",
+            format!("unknown policy: {}", go::quote(other)),
+        )),
     }
 }

@@ -112,7 +112,8 @@ pub(super) fn check_reserved_system_cpus(c: &KubeletConfiguration, out: &mut Vec
 
 /// `kubeReserved` and `systemReserved` as `run()` parses them, after
 /// `reservedSystemCPUs` replaced their cpu. Returns the CPU they reserve in millicores as
-/// the CPU manager sees it (some positive amount when `reservedSystemCPUs` names CPUs).
+/// the CPU manager sees it: in nanocores, the sum `GetNodeAllocatableReservation` makes
+/// (some positive amount when `reservedSystemCPUs` names CPUs).
 pub(super) fn check_reserved_resources(
     c: &KubeletConfiguration,
     out: &mut Vec<ValidationError>,
@@ -144,7 +145,7 @@ pub(super) fn check_reserved_resources(
 }
 
 /// `parseResourceList` on `kubeReserved` or `systemReserved`; returns the reserved CPU in
-/// millicores as the kubelet rounds it (0 when absent or invalid).
+/// nanocores (0 when absent or invalid).
 fn check_reserved(
     map: Option<&BTreeMap<String, String>>,
     field: &str,
@@ -152,7 +153,7 @@ fn check_reserved(
     cpus_override: bool,
     out: &mut Vec<ValidationError>,
 ) -> i128 {
-    let mut cpu_milli = 0;
+    let mut cpu_nanos = 0;
     for (k, v) in map.into_iter().flatten() {
         if cpus_override && k == "cpu" {
             // Replaced (systemReserved) or removed (kubeReserved) by reservedSystemCPUs.
@@ -171,9 +172,7 @@ fn check_reserved(
                 )),
                 Ok(q) => {
                     if k == "cpu" {
-                        // q.SetMilli((q.ScaledValue(resource.Micro) + 500) / 1000)
-                        let micro = ceil_div(q.nanos(), 1000);
-                        cpu_milli = (micro + 500) / 1000;
+                        cpu_nanos = q.nanos();
                     }
                     None
                 }
@@ -187,16 +186,7 @@ fn check_reserved(
             ));
         }
     }
-    cpu_milli
-}
-
-fn ceil_div(a: i128, b: i128) -> i128 {
-    let q = a / b;
-    if a % b != 0 && (a > 0) == (b > 0) {
-        q + 1
-    } else {
-        q
-    }
+    cpu_nanos
 }
 
 /// `cm.ParseQOSReserved`.

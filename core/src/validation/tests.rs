@@ -287,16 +287,19 @@ const BAD: &[Bad] = &[
     ("qosReserved percentage", |c| c.qos_reserved = map(&[("memory", "50")]), "qosReserved.memory", "failed to parse percentage \"50\" for \"memory\" resource: percentage expected, got '50'", 1),
     ("qosReserved range", |c| c.qos_reserved = map(&[("memory", "150%")]), "qosReserved.memory", "percentage must be between 0 and 100", 1),
     ("cpuManagerPolicy", |c| c.cpu_manager_policy = s("Static"), "cpuManagerPolicy", "unknown policy: \"Static\"", 1),
-    ("static cpuManagerPolicy without reserved CPU", |c| { c.cpu_manager_policy = s("static"); c.kube_reserved = map(&[("cpu", "100u")]); }, "cpuManagerPolicy", "[cpumanager] the static policy requires systemreserved.cpu + kubereserved.cpu to be greater than zero", 1),
+    ("static cpuManagerPolicy without reserved CPU", |c| { c.cpu_manager_policy = s("static"); c.kube_reserved = map(&[("cpu", "0")]); }, "cpuManagerPolicy", "[cpumanager] unable to determine reserved CPU resources for static policy", 1),
+    ("none cpuManagerPolicy with options", |c| { c.cpu_manager_policy = s("none"); c.cpu_manager_policy_options = map(&[("full-pcpus-only", "true"), ("align-by-socket", "true")]); }, "cpuManagerPolicyOptions", "new none policy error: None policy: received unsupported options=map[align-by-socket:true full-pcpus-only:true]", 1),
     ("memoryManagerPolicy", |c| c.memory_manager_policy = s("static"), "memoryManagerPolicy", "unknown policy: \"static\"", 1),
+    ("memoryManagerPolicy of Windows", |c| c.memory_manager_policy = s("BestEffort"), "memoryManagerPolicy", "policy \"BestEffort\" is not available for platform \"linux\"", 1),
     ("configMapAndSecretChangeDetectionStrategy", |c| c.config_map_and_secret_change_detection_strategy = s("Poll"), "configMapAndSecretChangeDetectionStrategy", "unknown configmap and secret manager mode: Poll", 1),
     ("containerLogMaxSize syntax", |c| c.container_log_max_size = s("10MB"), "containerLogMaxSize", "failed to parse container log max size \"10MB\": quantities must match the regular expression", 1),
     ("containerLogMaxSize fraction", |c| c.container_log_max_size = s("1500m"), "containerLogMaxSize", "failed to parse container log max size \"1500m\": invalid max log size", 1),
     ("allowedUnsafeSysctls syntax", |c| c.allowed_unsafe_sysctls = list(&["net.core.somaxconn", "Net.*"]), "allowedUnsafeSysctls[1]", "sysctl \"Net.*\" must have at most 253 characters and match regex", 1),
     ("allowedUnsafeSysctls namespace", |c| c.allowed_unsafe_sysctls = list(&["kernel.domainname"]), "allowedUnsafeSysctls[0]", "the sysctl \"kernel.domainname\" are not known to be namespaced", 1),
     ("allowedUnsafeSysctls pattern namespace", |c| c.allowed_unsafe_sysctls = list(&["vm.*"]), "allowedUnsafeSysctls[0]", "the sysctls \"vm.*\" are not known to be namespaced", 1),
-    ("userNamespaces.idsPerPod multiple", |c| c.user_namespaces = Some(UserNamespaces { ids_per_pod: Some(100_000) }), "userNamespaces.idsPerPod", "kubelet user namespace length 100000 is not a multiple of 65536", 1),
-    ("userNamespaces.idsPerPod range", |c| c.user_namespaces = Some(UserNamespaces { ids_per_pod: Some(0) }), "userNamespaces.idsPerPod", "userNamespaces.idsPerPod 0 must be a positive multiple of 65536", 1),
+    ("userNamespaces.idsPerPod multiple", |c| c.user_namespaces = Some(UserNamespaces { ids_per_pod: Some(100_000) }), "userNamespaces.idsPerPod", "invalid configuration: userNamespaces.idsPerPod must be a multiple of 65536", 1),
+    ("userNamespaces.idsPerPod too small", |c| c.user_namespaces = Some(UserNamespaces { ids_per_pod: Some(0) }), "userNamespaces.idsPerPod", "invalid configuration: userNamespaces.idsPerPod must not be less than 65536", 1),
+    ("userNamespaces.idsPerPod too large", |c| c.user_namespaces = Some(UserNamespaces { ids_per_pod: Some(65536 * 65536) }), "userNamespaces.idsPerPod", "invalid configuration: userNamespaces.idsPerPod must not be more than 4294967295", 1),
 ];
 
 #[test]

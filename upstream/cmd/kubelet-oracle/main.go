@@ -56,11 +56,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 	"unicode/utf8"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 
+	"github.com/go-logr/logr"
 	libcontainercgroups "github.com/opencontainers/cgroups"
 	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
@@ -70,9 +72,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	cliflag "k8s.io/component-base/cli/flag"
 	logsapi "k8s.io/component-base/logs/api/v1"
+	"k8s.io/klog/v2"
 	kubectlhash "k8s.io/kubectl/pkg/util/hash"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/kubernetes/cmd/kubelet/app/options"
@@ -88,7 +90,8 @@ import (
 // Result is what the oracle prints.
 type Result struct {
 	// Stage is "ok", or the step that failed: "flags", "feature-gates", "load",
-	// "merge", "precedence", "logging", "validate", "eviction"; or "panic" when the
+	// "merge", "precedence", "logging", "validate", "eviction", "start" (a later check
+	// of the kubelet's start, see Start); or "panic" when the
 	// kubelet's code panicked (a v1.36 kubelet panics while defaulting a config file
 	// that names an unknown feature gate: it crashes at start).
 	Stage string `json:"stage"`
@@ -97,15 +100,29 @@ type Result struct {
 	// StrictError is set when --config failed strict decoding and the kubelet went on
 	// with lenient decoding (a warning, not a failure).
 	StrictError string `json:"strictError,omitempty"`
+	// DropInStrictErrors lists the strict decoding errors of drop-ins (unknown or
+	// duplicate fields): the kubelet merges a drop-in as JSON and never decodes it
+	// strictly, so it says nothing of them.
+	DropInStrictErrors []string `json:"dropInStrictErrors,omitempty"`
 	// ValidationErrors lists ValidateKubeletConfiguration's errors one by one.
 	ValidationErrors []string `json:"validationErrors,omitempty"`
 	// Effective is the configuration after every step that succeeded, in v1beta1 JSON.
 	Effective json.RawMessage `json:"effective,omitempty"`
 	// Host is what validation read of this machine.
 	Host Host `json:"host"`
+	// Inexact lists failures later in the kubelet's start that it words otherwise (see
+	// Start); Machine, what the fake machine's CPUs and memory decided (not a verdict).
+	Inexact []string `json:"inexact,omitempty"`
+	Machine []string `json:"machine,omitempty"`
+	// ConfigPath is the --config file the kubelet read (relative paths in it are
+	// resolved against its directory).
+	ConfigPath string `json:"configPath,omitempty"`
 	// Nanos is how long the kubelet's steps took (batch only).
 	Nanos int64 `json:"nanos,omitempty"`
 }
+
+// cgroupV2 is whether this machine's /sys/fs/cgroup is the unified (v2) hierarchy.
+var cgroupV2 = libcontainercgroups.IsCgroup2UnifiedMode()
 
 // Host is the machine as the kubelet's validation sees it.
 type Host struct {
@@ -114,6 +131,9 @@ type Host struct {
 }
 
 func main() {
+	// The kubelet's code logs as it goes (deprecated gates, managers created): not part
+	// of any answer, and slow at this volume.
+	klog.SetLogger(logr.Discard())
 	if len(os.Args) == 2 && os.Args[1] == "batch" {
 		if err := batch(os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -133,7 +153,7 @@ func main() {
 		os.Exit(2)
 	}
 	result := effective(context.Background(), os.Args[2:])
-	result.Host = Host{CgroupV2: libcontainercgroups.IsCgroup2UnifiedMode()}
+	result.Host = Host{CgroupV2: cgroupV2}
 	out, err := json.Marshal(result)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -146,7 +166,7 @@ func main() {
 func batch(in io.Reader, out io.Writer) error {
 	dec := json.NewDecoder(in)
 	enc := json.NewEncoder(out)
-	host := Host{CgroupV2: libcontainercgroups.IsCgroup2UnifiedMode()}
+	host := Host{CgroupV2: cgroupV2}
 	for {
 		var c struct {
 			Config  *string           `json:"config"`
@@ -243,9 +263,8 @@ func effective(ctx context.Context, args []string) (result Result) {
 
 // steps are the kubelet's start-up steps on args.
 func steps(ctx context.Context, args []string) Result {
-	// The kubelet's gates: every Kubernetes gate (registered by pkg/features' init), on a
-	// copy, so that one case's gates do not leak into the next.
-	gates := utilfeature.DefaultMutableFeatureGate.DeepCopy()
+	// The kubelet's gates, fresh for the case (see pristineGates).
+	gates := caseGates()
 	kubeletFlags := options.NewKubeletFlags()
 	kubeletConfig, err := options.NewKubeletConfiguration()
 	if err != nil {
@@ -273,6 +292,9 @@ func steps(ctx context.Context, args []string) Result {
 
 	var result Result
 	if kubeletFlags.KubeletConfigFile != "" {
+		if abs, err := filepath.Abs(kubeletFlags.KubeletConfigFile); err == nil {
+			result.ConfigPath = abs
+		}
 		kc, strict, err := loadConfigFile(ctx, kubeletFlags.KubeletConfigFile)
 		result.StrictError = strict
 		if err != nil {
@@ -283,7 +305,9 @@ func steps(ctx context.Context, args []string) Result {
 		kubeletConfig = kc
 	}
 	if kubeletFlags.KubeletDropinConfigDirectory != "" {
-		if err := mergeDropIns(kubeletConfig, kubeletFlags.KubeletDropinConfigDirectory); err != nil {
+		strict, err := mergeDropIns(kubeletConfig, kubeletFlags.KubeletDropinConfigDirectory)
+		result.DropInStrictErrors = strict
+		if err != nil {
 			result.Stage = "merge"
 			result.Error = fmt.Sprintf("failed to merge kubelet configs: %v", err)
 			return result
@@ -330,6 +354,15 @@ func steps(ctx context.Context, args []string) Result {
 		result.Stage = "eviction"
 		result.Error = err.Error()
 		result.ValidationErrors = []string{err.Error()}
+		return result
+	}
+	start := startChecks(ctx, kubeletFlags, kubeletConfig, gates, Host{CgroupV2: cgroupV2})
+	result.Inexact = start.Inexact
+	result.Machine = start.Machine
+	if len(start.Exact) > 0 || len(start.Inexact) > 0 {
+		result.Stage = "start"
+		result.Error = strings.Join(append(append([]string{}, start.Exact...), start.Inexact...), "; ")
+		result.ValidationErrors = start.Exact
 		return result
 	}
 	result.Stage = "ok"
@@ -386,14 +419,18 @@ func strictError(path string) string {
 // mergeDropIns follows the kubelet's mergeKubeletConfigurations (server.go): the config
 // as v1beta1 JSON, each *.conf file of the walk a JSON merge patch over it, then decoded,
 // defaulted and converted back.
-func mergeDropIns(kc *kubeletconfiginternal.KubeletConfiguration, dir string) error {
+//
+// It also returns each drop-in's strict decoding error, which the kubelet does not look
+// for (see Result.DropInStrictErrors).
+func mergeDropIns(kc *kubeletconfiginternal.KubeletConfiguration, dir string) ([]string, error) {
+	var strict []string
 	v := &kubeletconfigv1beta1.KubeletConfiguration{}
 	if err := kubeletconfigv1beta1conversion.Convert_config_KubeletConfiguration_To_v1beta1_KubeletConfiguration(kc, v, nil); err != nil {
-		return err
+		return nil, err
 	}
 	base, err := json.Marshal(v)
 	if err != nil {
-		return fmt.Errorf("failed to marshal base config: %w", err)
+		return nil, fmt.Errorf("failed to marshal base config: %w", err)
 	}
 	walk := func(path string, entry fs.DirEntry, err error) error {
 		if err != nil {
@@ -401,6 +438,9 @@ func mergeDropIns(kc *kubeletconfiginternal.KubeletConfiguration, dir string) er
 		}
 		if entry.IsDir() || filepath.Ext(entry.Name()) != ".conf" {
 			return nil
+		}
+		if e := strictError(path); e != "" {
+			strict = append(strict, e)
 		}
 		patch, gvk, err := loadDropIn(path)
 		if err != nil {
@@ -420,17 +460,17 @@ func mergeDropIns(kc *kubeletconfiginternal.KubeletConfiguration, dir string) er
 		return nil
 	}
 	if err := filepath.WalkDir(dir, walk); err != nil {
-		return fmt.Errorf("failed to walk through kubelet dropin directory %q: %w", dir, err)
+		return strict, fmt.Errorf("failed to walk through kubelet dropin directory %q: %w", dir, err)
 	}
 	v = &kubeletconfigv1beta1.KubeletConfiguration{}
 	if err := json.Unmarshal(base, v); err != nil {
-		return fmt.Errorf("failed to unmarshal merged JSON into kubelet configuration: %w", err)
+		return strict, fmt.Errorf("failed to unmarshal merged JSON into kubelet configuration: %w", err)
 	}
 	kubeletconfigv1beta1conversion.SetDefaults_KubeletConfiguration(v)
 	if err := kubeletconfigv1beta1conversion.Convert_v1beta1_KubeletConfiguration_To_config_KubeletConfiguration(v, kc, nil); err != nil {
-		return fmt.Errorf("failed to convert merged config to internal kubelet configuration: %w", err)
+		return strict, fmt.Errorf("failed to convert merged config to internal kubelet configuration: %w", err)
 	}
-	return nil
+	return strict, nil
 }
 
 // loadDropIn follows the kubelet's loadDropinConfigFileIntoJSON (server.go).
