@@ -148,6 +148,20 @@ func main() {
 		}
 		return
 	}
+	if len(os.Args) == 2 && os.Args[1] == "flags" {
+		if err := listFlags(os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) >= 2 && os.Args[1] == "bench" {
+		if err := benchConfigs(os.Args[2:], os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) < 2 || os.Args[1] != "effective" {
 		fmt.Fprintln(os.Stderr, "usage: kubelet-oracle effective [kubelet flags...] | kubelet-oracle batch < cases.jsonl | kubelet-oracle hash < cases.jsonl")
 		os.Exit(2)
