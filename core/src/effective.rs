@@ -153,9 +153,21 @@ pub fn effective_with(
         // `["pods"]`).
         drop_empty_lists(&mut value);
         for src in drop_ins {
-            // Each drop-in must itself be a valid (partial) KubeletConfiguration.
-            let (patch, _) = decode::decode_value(src.name, src.bytes)?;
-            decode::decode_kubelet_configuration(src.name, src.bytes)?;
+            // Each drop-in must itself be a valid (partial) KubeletConfiguration, but for
+            // its nulls: a JSON merge patch's removals, which the kubelet (that merges a
+            // drop-in as JSON and never decodes it alone) honours anywhere.
+            let (patch, map) = decode::decode_value(src.name, src.bytes)?;
+            let mut typed = patch.clone();
+            drop_nulls(&mut typed);
+            decode::check_type_meta(
+                src.name,
+                &typed,
+                &map,
+                crate::types::API_VERSION,
+                crate::types::KIND,
+            )?;
+            decode::from_value::<KubeletConfiguration>(src.name, &typed, &map)?;
+            check_drop_in_gates(src.name, &patch)?;
             merge_patch(&mut value, &patch);
         }
         config = from_value(value, "the drop-ins")?;
@@ -164,6 +176,9 @@ pub fn effective_with(
             // belongs to loading the main file).
             defaults::set_object_defaults(&mut config);
         }
+    }
+    if file.is_some() || !drop_ins.is_empty() {
+        forget_split_streams(&mut config);
     }
     let (overrides, flag_fields) = match flags {
         Some(f) => {
@@ -180,6 +195,72 @@ pub fn effective_with(
         overrides,
         flag_fields,
     })
+}
+
+/// What the kubelet's second parse of its command line over the files
+/// (`kubeletConfigFlagPrecedence`, which runs whenever it has `--config` or
+/// `--config-dir`) does to `logging.options.{text,json}.splitStream`: component-base
+/// registers `--log-text-split-stream` and `--log-json-split-stream` with
+/// `BoolVar(&field, name, false, ...)`, and registering a flag writes its default into the
+/// field, so the files' `true` is lost (and with it the `LoggingAlphaOptions` check a
+/// `true` would meet); only the flags can set them.
+fn forget_split_streams(config: &mut KubeletConfiguration) {
+    let options = config.logging.as_mut().and_then(|l| l.options.as_mut());
+    if let Some(options) = options {
+        for routing in [options.text.as_mut(), options.json.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            if routing.split_stream == Some(true) {
+                routing.split_stream = Some(false);
+            }
+        }
+    }
+}
+
+/// The kubelet decodes each drop-in on its own too (`LoadIntoJSON`, into the typed,
+/// defaulted v1beta1), and defaulting sets a copy of the process's feature gates from the
+/// drop-in's `featureGates` (a null read as `false`): a gate it does not know, a locked
+/// gate set otherwise, or a gate whose dependencies are off makes it panic at start,
+/// whatever the other files say.
+fn check_drop_in_gates(name: &str, patch: &Value) -> Result<(), EffectiveError> {
+    let Some(Value::Object(gates)) = patch.get("featureGates") else {
+        return Ok(());
+    };
+    let gates: std::collections::BTreeMap<String, bool> = gates
+        .iter()
+        .filter_map(|(k, v)| match v {
+            Value::Bool(b) => Some((k.clone(), *b)),
+            Value::Null => Some((k.clone(), false)),
+            _ => None,
+        })
+        .collect();
+    let problems = crate::features::validate_gates(&gates);
+    if problems.is_empty() {
+        return Ok(());
+    }
+    let detail = match problems.as_slice() {
+        [one] => one.clone(),
+        many => format!("[{}]", many.join(", ")),
+    };
+    Err(EffectiveError::Merge {
+        what: name.to_string(),
+        message: format!(
+            "the kubelet would crash defaulting this drop-in on its own (its featureGates, a null read as false): failed to merge global and in-flight KubeletConfiguration while setting defaults, error: {detail}"
+        ),
+    })
+}
+
+/// Removes every member whose value is null from `value`'s objects, at any depth.
+fn drop_nulls(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.retain(|_, v| !v.is_null());
+            map.values_mut().for_each(drop_nulls);
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_nulls),
+        _ => {}
+    }
 }
 
 /// Removes every empty list from `value`, at any depth (Go's `omitempty` on a slice).
@@ -369,6 +450,41 @@ mod tests {
         let merged =
             effective(None, &[Source::new("d/10.conf", drop_in.as_bytes())], None).unwrap();
         assert_eq!(merged.config.enforce_node_allocatable, Some(vec![]));
+    }
+
+    #[test]
+    fn a_drop_ins_nulls_remove_what_the_file_set() {
+        const HEAD: &str =
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n";
+        let file = format!(
+            "{HEAD}evictionHard: {{memory.available: 1Gi, nodefs.available: 5%}}\nmaxPods: 50\n"
+        );
+        let drop_in = format!("{HEAD}evictionHard: {{memory.available: null}}\nmaxPods: null\n");
+        let eff = effective(
+            Some(Source::new("k.yaml", file.as_bytes())),
+            &[Source::new("d/10.conf", drop_in.as_bytes())],
+            None,
+        )
+        .unwrap();
+        let hard = eff.config.eviction_hard.unwrap();
+        assert_eq!(hard.get("memory.available"), None);
+        assert_eq!(hard["nodefs.available"], "5%");
+        // Removed, then defaulted again.
+        assert_eq!(eff.config.max_pods, Some(110));
+        // A null gate is false to the kubelet's own decoding of the drop-in: a locked gate
+        // so set crashes it.
+        let locked = format!("{HEAD}featureGates: {{KubeletTracing: null}}\n");
+        let err =
+            effective(None, &[Source::new("d/30.conf", locked.as_bytes())], None).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("cannot set feature gate KubeletTracing to false"),
+            "{err}"
+        );
+        // A wrong type is still an error, named with its line.
+        let bad = format!("{HEAD}maxPods: \"ten\"\n");
+        let err = effective(None, &[Source::new("d/20.conf", bad.as_bytes())], None).unwrap_err();
+        assert!(err.to_string().contains("d/20.conf:3"), "{err}");
     }
 
     #[test]

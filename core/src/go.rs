@@ -70,6 +70,31 @@ pub fn float(f: f64) -> String {
     }
 }
 
+/// Go's `strconv.ParseBool`, its error as Go prints it.
+pub fn parse_bool(s: &str) -> Result<bool, String> {
+    match s {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
+        _ => Err(format!(
+            "strconv.ParseBool: parsing {}: invalid syntax",
+            quote(s)
+        )),
+    }
+}
+
+/// Go's `strconv.Atoi` on a 64-bit machine, its error as Go prints it.
+pub fn atoi(s: &str) -> Result<i64, String> {
+    let digits = s.strip_prefix(['+', '-']).unwrap_or(s);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "strconv.Atoi: parsing {}: invalid syntax",
+            quote(s)
+        ));
+    }
+    s.parse::<i64>()
+        .map_err(|_| format!("strconv.Atoi: parsing {}: value out of range", quote(s)))
+}
+
 /// Go's `filepath.Clean` on Linux: the shortest path naming the same file by lexical
 /// processing alone (`//` and `.` dropped, `..` undone where it can be, `.` for empty).
 pub fn clean_path(p: &str) -> String {

@@ -54,9 +54,21 @@ pub struct ValidationError {
     pub message: String,
 }
 
+impl ValidationError {
+    /// The message without its field in front. The kubelet's `field.Error`s start with
+    /// their path (`logging.format: Invalid value: ...`); where a message is shown after
+    /// its field, this says the field once.
+    pub fn detail(&self) -> &str {
+        self.message
+            .strip_prefix(self.field.as_str())
+            .and_then(|rest| rest.strip_prefix(": "))
+            .unwrap_or(&self.message)
+    }
+}
+
 impl fmt::Display for ValidationError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.field, self.message)
+        write!(f, "{}: {}", self.field, self.detail())
     }
 }
 
@@ -142,6 +154,7 @@ fn check_startup(
     eviction::check(c, out);
     reservations::check_qos_reserved(c, out);
     cgroup_v1::check_limited_swap(c, &on, host, out);
+    managers::check_topology_options(c, out);
     managers::check_policies(c, reserved_cpu_nanos, out);
     check_change_detection_strategy(c, out);
     logs::check_max_size(c, out);

@@ -14,10 +14,13 @@ use kubelet_gitops_core::configz::config_diff;
 use kubelet_gitops_core::effective::{Source, effective};
 use kubelet_gitops_core::flags::KubeletFlags;
 use kubelet_gitops_core::validation::{HostInfo, validate};
-use rand::{RngExt as _, SeedableRng as _};
 use serde_json::{Value, json};
 
 use crate::E2eError;
+
+mod generate;
+
+pub use generate::{Kind, generate};
 
 /// The type header every file of a case starts with.
 pub const HEAD: &str = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n";
@@ -163,6 +166,93 @@ pub fn ask(bin: &std::path::Path, cases: &[Case]) -> Result<Vec<Answer>, E2eErro
     Ok(answers)
 }
 
+/// [`ask`], with the cases split among `jobs` oracle processes run at once; the answers
+/// in the cases' order.
+pub fn ask_parallel(
+    bin: &std::path::Path,
+    cases: &[Case],
+    jobs: usize,
+) -> Result<Vec<Answer>, E2eError> {
+    let jobs = jobs.max(1);
+    let chunk = cases.len().div_ceil(jobs).max(1);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = cases
+            .chunks(chunk)
+            .map(|part| scope.spawn(move || ask(bin, part)))
+            .collect();
+        let mut answers = Vec::with_capacity(cases.len());
+        for h in handles {
+            let part = h.join().map_err(|_| E2eError::Unexpected {
+                what: "kubelet-oracle batch".into(),
+                message: "a thread asking the oracle panicked".into(),
+            })??;
+            answers.extend(part);
+        }
+        Ok(answers)
+    })
+}
+
+/// How many oracle processes and comparison threads to use: the machine's CPUs.
+pub fn parallelism() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+}
+
+/// Each case's disagreements ([`compare`]), computed on `jobs` threads; in order.
+pub fn compare_all(cases: &[Case], answers: &[Answer], jobs: usize) -> Vec<Vec<String>> {
+    let chunk = cases.len().div_ceil(jobs.max(1)).max(1);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = cases
+            .chunks(chunk)
+            .zip(answers.chunks(chunk))
+            .map(|(c, a)| {
+                scope.spawn(move || {
+                    c.iter()
+                        .zip(a)
+                        .map(|(c, a)| compare(c, a))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect()
+    })
+}
+
+/// Files core refuses and the kubelet reads, on purpose (docs/upstream.md): a marker of
+/// core's error, and why.
+pub const DELIBERATE: &[(&str, &str)] = &[
+    (
+        "a second YAML document starts here",
+        "the kubelet reads the first document of a file and silently drops the rest; core refuses a file with more than one, which is never what its author meant",
+    ),
+    (
+        "!!binary is not supported",
+        "the kubelet's YAML-to-JSON conversion turns a !!binary scalar into its decoded bytes as a string; core refuses the tag rather than guess",
+    ),
+];
+
+/// Which deliberate difference `case` falls under, if any (for the counts): `strict`
+/// (unknown or duplicate fields the kubelet only warns about or never sees, in the file
+/// or a drop-in) or a [`DELIBERATE`] marker.
+pub fn deliberate(case: &Case, answer: &Answer) -> Option<&'static str> {
+    if answer.strict_error.is_some() || !answer.drop_in_strict_errors.is_empty() {
+        return Some("unknown or duplicate fields");
+    }
+    let file = case.config.as_deref()?;
+    let name = answer.config_path.as_deref().unwrap_or("config.yaml");
+    let message =
+        match kubelet_gitops_core::decode::decode_kubelet_configuration(name, file.as_bytes()) {
+            Ok(_) => return None,
+            Err(e) => e.to_string(),
+        };
+    DELIBERATE
+        .iter()
+        .find(|(marker, _)| message.contains(marker))
+        .map(|(marker, _)| *marker)
+}
+
 /// Where core answers `case` otherwise than the kubelet did (`answer`); empty when they
 /// agree. A file the kubelet decodes only leniently (unknown or duplicate fields) is one
 /// core refuses: the deliberate difference of docs/upstream.md.
@@ -233,6 +323,16 @@ pub fn compare(case: &Case, answer: &Answer) -> Vec<String> {
                 "the kubelet decodes leniently ({strict}); core accepts the file"
             )],
         };
+    }
+    // The other deliberate differences: files core refuses that the kubelet reads.
+    if let Err(e) = &built {
+        let message = e.to_string();
+        if DELIBERATE
+            .iter()
+            .any(|(marker, _)| message.contains(marker))
+        {
+            return Vec::new();
+        }
     }
     // A kubelet that stops before validation (a file that does not load, a drop-in that
     // does not merge, a locked feature gate, a panic) does not start: core must refuse,
@@ -313,238 +413,124 @@ pub fn compare(case: &Case, answer: &Answer) -> Vec<String> {
     problems
 }
 
-/// Values to try for a field whose default (as the kubelet's code gives it) is `default`.
-fn values_for(default: &Value) -> Vec<Value> {
-    match default {
-        Value::Bool(b) => vec![json!(!b)],
-        Value::Number(n) => {
-            let n = n.as_i64().unwrap_or(0);
-            vec![
-                json!(-1),
-                json!(0),
-                json!(1),
-                json!(n - 1),
-                json!(n + 1),
-                json!(100),
-                json!(101),
-                json!(65535),
-                json!(65536),
-                json!(2_147_483_648_i64),
-                json!(1.5),
-                json!("1"),
-            ]
+/// `case` made smaller while it still disagrees: its lines of the config (each top-level
+/// field, with what is indented under it), its flags and its drop-ins left out one at a
+/// time, as long as one can go; each round one oracle call on every candidate.
+pub fn shrink(bin: &std::path::Path, case: &Case) -> Case {
+    let mut best = case.clone();
+    for _ in 0..32 {
+        let candidates = smaller(&best);
+        if candidates.is_empty() {
+            break;
         }
-        Value::String(s) if looks_like_duration(s) => vec![
-            json!("0s"),
-            json!("-1s"),
-            json!("1s"),
-            json!("90s"),
-            json!("1h"),
-            json!("1x"),
-            json!(""),
-            json!(5),
-        ],
-        Value::String(_) => vec![json!(""), json!("x"), json!("none"), json!("static")],
-        Value::Array(_) => vec![json!([]), json!(["x"]), json!(null)],
-        Value::Object(_) => vec![json!({}), json!({"x": "y"}), json!(null)],
-        Value::Null => vec![json!(null)],
+        let Ok(answers) = ask(bin, &candidates) else {
+            break;
+        };
+        match candidates
+            .iter()
+            .zip(&answers)
+            .find(|(c, a)| !compare(c, a).is_empty())
+        {
+            Some((c, _)) => best = c.clone(),
+            None => break,
+        }
     }
+    best
 }
 
-fn looks_like_duration(s: &str) -> bool {
-    !s.is_empty()
-        && s.chars().next().is_some_and(|c| c.is_ascii_digit())
-        && s.ends_with(['s', 'm', 'h'])
-}
-
-/// Fields absent from the defaulted config (omitted when empty), with values to try.
-fn extra_fields() -> Vec<(&'static str, Vec<Value>)> {
-    vec![
-        (
-            "systemReserved",
-            vec![
-                json!({"cpu": "500m", "memory": "1Gi"}),
-                json!({"cpu": "-1"}),
-                json!({"memory": "1x"}),
-            ],
-        ),
-        (
-            "kubeReserved",
-            vec![
-                json!({"cpu": "250m"}),
-                json!({"pid": "100"}),
-                json!({"bogus": "1"}),
-            ],
-        ),
-        (
-            "reservedSystemCPUs",
-            vec![json!("0"), json!("0-1"), json!("a"), json!("1-0")],
-        ),
-        (
-            "evictionSoft",
-            vec![
-                json!({"memory.available": "1Gi"}),
-                json!({"nodefs.available": "10%"}),
-                json!({"x": "1"}),
-            ],
-        ),
-        (
-            "evictionSoftGracePeriod",
-            vec![
-                json!({"memory.available": "1m"}),
-                json!({"memory.available": "x"}),
-            ],
-        ),
-        (
-            "evictionMinimumReclaim",
-            vec![
-                json!({"memory.available": "256Mi"}),
-                json!({"memory.available": "-1"}),
-            ],
-        ),
-        (
-            "evictionHard",
-            vec![
-                json!({"memory.available": "500Mi"}),
-                json!({"memory.available": "101%"}),
-                json!({"memory.available": "0%"}),
-                json!({}),
-            ],
-        ),
-        (
-            "featureGates",
-            vec![
-                json!({"KubeletTracing": false}),
-                json!({"NoSuchGate": true}),
-                json!({"AllAlpha": true}),
-            ],
-        ),
-        (
-            "tlsCipherSuites",
-            vec![
-                json!(["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"]),
-                json!(["nope"]),
-            ],
-        ),
-        (
-            "tlsMinVersion",
-            vec![json!("VersionTLS12"), json!("VersionTLS99")],
-        ),
-        ("shutdownGracePeriod", vec![json!("30s"), json!("-1s")]),
-        (
-            "shutdownGracePeriodCriticalPods",
-            vec![json!("10s"), json!("40s")],
-        ),
-        (
-            "cpuManagerPolicyOptions",
-            vec![json!({"full-pcpus-only": "true"}), json!({"bogus": "true"})],
-        ),
-        (
-            "allowedUnsafeSysctls",
-            vec![
-                json!(["net.core.somaxconn"]),
-                json!(["kernel.msg*"]),
-                json!(["bad sysctl"]),
-            ],
-        ),
-        (
-            "clusterDNS",
-            vec![json!(["10.96.0.10"]), json!(["not-an-ip"])],
-        ),
-        (
-            "registerWithTaints",
-            vec![
-                json!([{"key": "a", "effect": "NoSchedule"}]),
-                json!([{"key": "a", "effect": "Bogus"}]),
-            ],
-        ),
-        ("staticPodURLHeader", vec![json!({"a": ["b"]})]),
-        ("providerID", vec![json!("aws:///x")]),
-        (
-            "podLogsDir",
-            vec![
-                json!("/var/log/pods2"),
-                json!("relative"),
-                json!("/var/log/../x"),
-            ],
-        ),
-        (
-            "memorySwap",
-            vec![
-                json!({"swapBehavior": "LimitedSwap"}),
-                json!({"swapBehavior": "Bogus"}),
-            ],
-        ),
-    ]
-}
-
-/// `count` cases from `seed`: each the file `failCgroupV1: false` (so that validation
-/// does not stop at this machine's cgroup version) with one to three fields set to a
-/// valid, boundary or invalid value, sometimes a drop-in or a flag as well. `defaults` is
-/// the kubelet's effective config of that file (its fields and their types).
-pub fn generate(seed: u64, count: usize, defaults: &Value) -> Vec<Case> {
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    let mut fields: Vec<(String, Vec<Value>)> = defaults
-        .as_object()
-        .map(|m| {
-            m.iter()
-                .filter(|(k, _)| !matches!(k.as_str(), "apiVersion" | "kind" | "failCgroupV1"))
-                .map(|(k, v)| (k.clone(), values_for(v)))
-                .collect()
-        })
-        .unwrap_or_default();
-    fields.extend(extra_fields().into_iter().map(|(k, v)| (k.to_string(), v)));
-    let flags = [
-        "--max-pods=90",
-        "--max-pods=-1",
-        "--fail-swap-on=false",
-        "--eviction-hard=memory.available<1Gi",
-        "--system-reserved=cpu=1,memory=2Gi",
-        "--kube-reserved=cpu=x",
-        "--feature-gates=KubeletTracing=false",
-        "--cgroups-per-qos=false",
-        "--read-only-port=10255",
-        "--node-status-update-frequency=0s",
-    ];
-    let mut cases = Vec::with_capacity(count);
-    for i in 0..count {
-        let mut lines = vec!["failCgroupV1: false".to_string()];
-        let mut names = Vec::new();
-        let n = rng.random_range(1..=3);
-        let mut used = std::collections::BTreeSet::new();
-        for _ in 0..n {
-            let (field, values) = &fields[rng.random_range(0..fields.len())];
-            if !used.insert(field.clone()) {
-                continue;
+/// Every case one piece smaller than `case`.
+fn smaller(case: &Case) -> Vec<Case> {
+    let mut out = Vec::new();
+    if let Some(config) = &case.config {
+        let (head, body) = match config.strip_prefix(HEAD) {
+            Some(body) => (HEAD, body),
+            None => ("", config.as_str()),
+        };
+        let mut fields: Vec<String> = Vec::new();
+        for line in body.lines() {
+            match fields.last_mut() {
+                Some(last) if line.starts_with([' ', '\t']) || line.is_empty() => {
+                    last.push('\n');
+                    last.push_str(line);
+                }
+                _ => fields.push(line.to_string()),
             }
-            let value = &values[rng.random_range(0..values.len())];
-            lines.push(format!("{field}: {value}"));
-            names.push(format!("{field}={value}"));
         }
-        let mut drop_ins = Vec::new();
-        if rng.random_range(0..8) == 0 {
-            let (field, values) = &fields[rng.random_range(0..fields.len())];
-            let value = &values[rng.random_range(0..values.len())];
-            drop_ins.push((
-                "10-case.conf".to_string(),
-                format!("{HEAD}{field}: {value}\n"),
-            ));
-            names.push(format!("drop-in {field}={value}"));
+        for i in 0..fields.len() {
+            let rest: Vec<&str> = fields
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .map(|(_, f)| f.as_str())
+                .collect();
+            let mut text = String::from(head);
+            for f in rest {
+                text.push_str(f);
+                text.push('\n');
+            }
+            out.push(Case {
+                config: Some(text),
+                ..case.clone()
+            });
         }
-        let mut args = Vec::new();
-        if rng.random_range(0..6) == 0 {
-            let flag = flags[rng.random_range(0..flags.len())];
-            args.push(flag.to_string());
-            names.push(flag.to_string());
-        }
-        cases.push(Case {
-            name: format!("#{i} {}", names.join(", ")),
-            config: Some(format!("{HEAD}{}\n", lines.join("\n"))),
-            drop_ins,
-            args,
-        });
     }
-    cases
+    for i in 0..case.args.len() {
+        let mut c = case.clone();
+        c.args.remove(i);
+        out.push(c);
+    }
+    for i in 0..case.drop_ins.len() {
+        let mut c = case.clone();
+        c.drop_ins.remove(i);
+        out.push(c);
+    }
+    out
+}
+
+/// A disagreement as a report: the case, what differs, and how to see the kubelet's side
+/// by hand.
+pub fn reproducer(case: &Case, answer: &Answer, problems: &[String]) -> String {
+    let mut out = format!("{}\n  {}", case.name, problems.join("\n  "));
+    let mut command = String::from("upstream/bin/kubelet-oracle effective");
+    if case.config.is_some() {
+        command.push_str(" --config=config.yaml");
+    }
+    if !case.drop_ins.is_empty() {
+        command.push_str(" --config-dir=conf.d");
+    }
+    for a in &case.args {
+        command.push(' ');
+        command.push_str(&shell_word(a));
+    }
+    out.push_str(&format!(
+        "\n  the kubelet: stage {} {}\n  reproduce with the files below: {command}",
+        answer.stage,
+        answer.error.as_deref().unwrap_or("")
+    ));
+    if let Some(c) = &case.config {
+        out.push_str(&format!(
+            "\n  config.yaml:\n    {}",
+            c.trim_end().replace('\n', "\n    ")
+        ));
+    }
+    for (name, text) in &case.drop_ins {
+        out.push_str(&format!(
+            "\n  conf.d/{name}:\n    {}",
+            text.trim_end().replace('\n', "\n    ")
+        ));
+    }
+    out
+}
+
+fn shell_word(s: &str) -> String {
+    if !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_=.,/:<%".contains(&b))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
 }
 
 /// The kubelet's effective config of the generator's base file.

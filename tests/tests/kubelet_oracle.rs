@@ -219,6 +219,145 @@ fn core_agrees_with_the_kubelets_own_code() {
     );
 }
 
+/// The generated cases of CI: seed and count (issue 14: at least 20,000, fixed seed). By
+/// hand, `oracle-compare --seed N --count N` runs any others.
+const GENERATED_SEED: u64 = 14;
+const GENERATED_CASES: usize = 20_000;
+
+#[test]
+fn core_agrees_with_the_kubelet_on_generated_cases() {
+    let Some(bin) = oracle_bin() else {
+        return;
+    };
+    let started = std::time::Instant::now();
+    let defaults = oracle::defaults(&bin).expect("the oracle's defaults");
+    let cases = oracle::generate(GENERATED_SEED, GENERATED_CASES, &defaults);
+    let jobs = oracle::parallelism();
+    let answers = oracle::ask_parallel(&bin, &cases, jobs).expect("the oracle answers");
+    let problems = oracle::compare_all(&cases, &answers, jobs);
+    let mut report = Vec::new();
+    for ((case, answer), problems) in cases.iter().zip(&answers).zip(&problems) {
+        if problems.is_empty() {
+            continue;
+        }
+        // The first few made as small as they go, for the reader.
+        if report.len() < 10 {
+            let small = oracle::shrink(&bin, case);
+            let answer = oracle::ask(&bin, std::slice::from_ref(&small))
+                .map(|mut a| a.remove(0))
+                .unwrap_or_else(|_| answer.clone());
+            let problems = oracle::compare(&small, &answer);
+            report.push(oracle::reproducer(&small, &answer, &problems));
+        } else {
+            report.push(oracle::reproducer(case, answer, problems));
+        }
+    }
+    let mut deliberate = std::collections::BTreeMap::new();
+    for (case, answer) in cases.iter().zip(&answers) {
+        if let Some(kind) = oracle::deliberate(case, answer) {
+            *deliberate.entry(kind).or_insert(0) += 1;
+        }
+    }
+    eprintln!(
+        "kubelet_oracle: {} generated cases (seed {GENERATED_SEED}) compared in {:.1}s, {} disagree; deliberate differences: {deliberate:?}",
+        cases.len(),
+        started.elapsed().as_secs_f64(),
+        report.len()
+    );
+    assert!(
+        report.is_empty(),
+        "{} of {} generated cases (seed {GENERATED_SEED}) disagree with the kubelet:\n{}",
+        report.len(),
+        cases.len(),
+        report.join("\n")
+    );
+}
+
+#[test]
+fn feature_gates_are_the_kubelets() {
+    let Some(bin) = oracle_bin() else {
+        return;
+    };
+    let out = Command::new(&bin)
+        .arg("gates")
+        .output()
+        .expect("the oracle runs");
+    assert!(out.status.success(), "kubelet-oracle gates failed");
+    let stage = |s: &str| {
+        match s {
+            "ALPHA" => "Alpha",
+            "BETA" => "Beta",
+            "DEPRECATED" => "Deprecated",
+            other => other,
+        }
+        .to_string()
+    };
+    let mut kubelet = std::collections::BTreeMap::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let g: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+        let deps: Vec<String> = g["dependsOn"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|d| d.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        kubelet.insert(
+            g["name"].as_str().unwrap_or_default().to_string(),
+            (
+                g["default"].as_bool().unwrap_or_default(),
+                g["locked"].as_bool().unwrap_or_default(),
+                stage(g["stage"].as_str().unwrap_or_default()),
+                deps,
+            ),
+        );
+    }
+    let core: std::collections::BTreeMap<String, _> = kubelet_gitops_core::features::all()
+        .iter()
+        .map(|f| {
+            (
+                f.name.to_string(),
+                (
+                    f.default,
+                    f.locked,
+                    format!("{:?}", f.stage),
+                    kubelet_gitops_core::features::dependencies(f.name)
+                        .iter()
+                        .map(|d| d.to_string())
+                        .collect::<Vec<_>>(),
+                ),
+            )
+        })
+        .collect();
+    assert!(
+        kubelet.len() > 200,
+        "{} gates: the oracle lists too few",
+        kubelet.len()
+    );
+    let mut report = Vec::new();
+    for name in kubelet
+        .keys()
+        .chain(core.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+    {
+        if kubelet.get(name) != core.get(name) {
+            report.push(format!(
+                "{name}: kubelet {:?}, core {:?}",
+                kubelet.get(name),
+                core.get(name)
+            ));
+        }
+    }
+    assert!(
+        report.is_empty(),
+        "core's feature gates differ from the kubelet's ({} of {}; (default, locked, stage, dependencies)):\n{}",
+        report.len(),
+        kubelet.len(),
+        report.join("\n")
+    );
+}
+
 /// Pieces the generated ConfigMap contents are made of: what Go's JSON encoder escapes
 /// (HTML characters, U+2028/U+2029, control characters), multi-byte UTF-8, YAML.
 const PIECES: &[&[u8]] = &[

@@ -2,9 +2,8 @@
 //! kubelet's log formats (`text`, always; `json`, behind `LoggingBetaOptions`) and its
 //! feature gates.
 //!
-//! Messages are those of `field.Error` (`Invalid value: ...`, `Forbidden: ...`,
-//! `Required value: ...`); with the field in front, [`ValidationError`]'s `Display` is
-//! upstream's text. Upstream's check that a non-default format is not combined with
+//! Messages are those of `field.Error`, the field's path first (`logging.format: Invalid
+//! value: ...`, `Forbidden: ...`, `Required value: ...`), as the kubelet prints them. Upstream's check that a non-default format is not combined with
 //! klog command-line flags concerns flags, not the config file, and is not made here.
 
 use std::collections::BTreeMap;
@@ -14,6 +13,13 @@ use crate::go;
 use crate::types::{LoggingConfiguration, OutputRoutingOptions};
 
 use super::{ValidationError, err};
+
+/// A `field.Error` at `field`: its path, then `detail`.
+fn ferr(field: impl Into<String>, detail: impl AsRef<str>) -> ValidationError {
+    let field = field.into();
+    let message = format!("{field}: {}", detail.as_ref());
+    err(field, message)
+}
 
 const MAX_INT32: u32 = i32::MAX as u32;
 
@@ -27,17 +33,35 @@ pub(super) fn validate(
     let c = logging.unwrap_or(&default);
     let format = c.format.as_deref().unwrap_or("");
 
+    // Validate's first check: a zero or negative flushFrequency, shown as it would be
+    // marshalled (a string when the file wrote one, else nanoseconds).
+    if let Some(flush) = c
+        .flush_frequency
+        .as_ref()
+        .filter(|f| f.duration.as_nanos() <= 0)
+    {
+        let shown = if flush.serialize_as_string {
+            go::quote(&flush.duration.to_string())
+        } else {
+            flush.duration.as_nanos().to_string()
+        };
+        out.push(ferr(
+            "logging.flushFrequency",
+            format!("Invalid value: {shown}: Must be greater than zero"),
+        ));
+    }
+
     match format {
         "text" => {}
         "json" => {
             if !features::enabled(gates, "LoggingBetaOptions") {
-                out.push(err(
+                out.push(ferr(
                     "logging.format",
                     "Forbidden: Log format json is disabled, see LoggingBetaOptions feature",
                 ));
             }
         }
-        other => out.push(err(
+        other => out.push(ferr(
             "logging.format",
             format!(
                 "Invalid value: {}: Unsupported log format",
@@ -48,15 +72,15 @@ pub(super) fn validate(
 
     let verbosity = c.verbosity.unwrap_or(0);
     if verbosity > MAX_INT32 {
-        out.push(err(
+        out.push(ferr(
             "logging.verbosity",
-            format!("Invalid value: {verbosity:#x}: Must be <= {MAX_INT32}"),
+            format!("Invalid value: {verbosity}: Must be <= {MAX_INT32}"),
         ));
     }
 
     let vmodule = c.vmodule.as_deref().unwrap_or(&[]);
     if !vmodule.is_empty() && !format.is_empty() && format != "text" {
-        out.push(err(
+        out.push(ferr(
             "logging.vmodule",
             "Forbidden: Only supported for text log format",
         ));
@@ -64,13 +88,13 @@ pub(super) fn validate(
     for (i, item) in vmodule.iter().enumerate() {
         let field = || format!("logging.vmodule[{i}]");
         if item.file_pattern.is_empty() {
-            out.push(err(
+            out.push(ferr(
                 field(),
                 "Required value: File pattern must not be empty",
             ));
         }
         if item.file_pattern.contains(['=', ',']) {
-            out.push(err(
+            out.push(ferr(
                 field(),
                 format!(
                     "Invalid value: {}: File pattern must not contain equal sign or comma",
@@ -79,12 +103,9 @@ pub(super) fn validate(
             ));
         }
         if item.verbosity > MAX_INT32 {
-            out.push(err(
+            out.push(ferr(
                 field(),
-                format!(
-                    "Invalid value: {:#x}: Must be <= {MAX_INT32}",
-                    item.verbosity
-                ),
+                format!("Invalid value: {}: Must be <= {MAX_INT32}", item.verbosity),
             ));
         }
     }
@@ -112,13 +133,13 @@ fn check_output_routing(
         return;
     }
     if split {
-        out.push(err(
+        out.push(ferr(
             format!("logging.options.{format}.splitStream"),
             "Forbidden: Feature LoggingAlphaOptions is disabled",
         ));
     }
     if buffered {
-        out.push(err(
+        out.push(ferr(
             format!("logging.options.{format}.infoBufferSize"),
             "Forbidden: Feature LoggingAlphaOptions is disabled",
         ));
@@ -205,7 +226,7 @@ mod tests {
         one(
             &run(&c, &[]),
             "logging.verbosity",
-            "Invalid value: 0xffffffff: Must be <= 2147483647",
+            "Invalid value: 4294967295: Must be <= 2147483647",
         );
     }
 

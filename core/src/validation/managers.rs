@@ -87,3 +87,38 @@ pub(super) fn check_policies(
         )),
     }
 }
+
+/// `topologymanager.NewManager` (in `cm.NewContainerManager`): for a policy other than
+/// `none`, `NewPolicyOptions` reads `topologyManagerPolicyOptions` (each option known, its
+/// value of the right form). Go walks the map in random order and stops at the first
+/// problem; this reports each.
+pub(super) fn check_topology_options(c: &KubeletConfiguration, out: &mut Vec<ValidationError>) {
+    if c.topology_manager_policy.as_deref().unwrap_or("") == "none" {
+        return;
+    }
+    for (name, value) in c.topology_manager_policy_options.iter().flatten() {
+        let problem = match name.as_str() {
+            "prefer-closest-numa-nodes" => go::parse_bool(value)
+                .err()
+                .map(|e| format!("bad value for option {}: {e}", go::quote(name))),
+            "max-allowable-numa-nodes" => match go::atoi(value) {
+                Err(e) => Some(format!(
+                    "unable to convert policy option to integer {}: {e}",
+                    go::quote(name)
+                )),
+                Ok(n) if n < 8 => Some(format!(
+                    "the minimum value of {} should not be less than 8",
+                    go::quote(name)
+                )),
+                Ok(_) => None,
+            },
+            _ => Some(format!(
+                "unknown Topology Manager Policy option: {}",
+                go::quote(name)
+            )),
+        };
+        if let Some(p) = problem {
+            out.push(err(format!("topologyManagerPolicyOptions.{name}"), p));
+        }
+    }
+}

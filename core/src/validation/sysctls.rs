@@ -24,18 +24,16 @@ fn sysctl_pattern_error(s: &str) -> Option<String> {
             go::quote(s)
         ));
     }
+    // utilsysctl.GetNamespace: the name, or the prefix before its `*`.
     let s = sysctl_to_dots(s);
-    if let Some(prefix) = s.strip_suffix('*') {
-        if !sysctl_namespaced(prefix) {
-            return Some(format!(
-                "the sysctls {} are not known to be namespaced",
-                go::quote(&s)
-            ));
-        }
-    } else if !sysctl_namespaced(&s) {
+    let name_or_prefix = match s.find('*') {
+        Some(i) => &s[..i],
+        None => &s,
+    };
+    if !sysctl_namespaced(name_or_prefix) {
         return Some(format!(
-            "the sysctl {} are not known to be namespaced",
-            go::quote(&s)
+            "the sysctls {} are not known to be namespaced",
+            go::quote(name_or_prefix)
         ));
     }
     None
@@ -95,10 +93,20 @@ fn sysctl_to_dots(s: &str) -> Cow<'_, str> {
 
 /// `utilsysctl.NamespacedBy(s) != UnknownNamespace`.
 fn sysctl_namespaced(s: &str) -> bool {
-    s == "kernel.sem"
-        || ["kernel.shm", "kernel.msg", "fs.mqueue.", "net."]
-            .iter()
-            .any(|p| s.starts_with(p))
+    // component-helpers' nameToNamespace, then prefixToNamespace.
+    const NAMES: &[&str] = &[
+        "kernel.sem",
+        "kernel.shmall",
+        "kernel.shmmax",
+        "kernel.shmmni",
+        "kernel.shm_rmid_forced",
+        "kernel.shm",
+        "kernel.msgmax",
+        "kernel.msgmnb",
+        "kernel.msgmni",
+        "kernel.msg",
+    ];
+    NAMES.contains(&s) || s.starts_with("net.") || s.starts_with("fs.mqueue.")
 }
 
 #[cfg(test)]

@@ -17,18 +17,22 @@ pub(super) fn validate(t: &TracingConfiguration, out: &mut Vec<ValidationError>)
         if rate < 0 {
             out.push(err(
                 "tracing.samplingRatePerMillion",
-                format!("Invalid value: {rate}: sampling rate must be positive"),
+                format!("tracing.samplingRatePerMillion: Invalid value: {rate}: sampling rate must be positive"),
             ));
         }
         if rate > MAX_SAMPLING_RATE_PER_MILLION {
             out.push(err(
                 "tracing.samplingRatePerMillion",
-                format!("Invalid value: {rate}: sampling rate per million must be less than or equal to one million"),
+                format!("tracing.samplingRatePerMillion: Invalid value: {rate}: sampling rate per million must be less than or equal to one million"),
             ));
         }
     }
     if let Some(message) = t.endpoint.as_deref().and_then(endpoint_error) {
-        out.push(err("tracing.endpoint", message));
+        // A field.Error: its path, then its detail.
+        out.push(err(
+            "tracing.endpoint",
+            format!("tracing.endpoint: {message}"),
+        ));
     }
 }
 
@@ -338,12 +342,12 @@ mod tests {
         one(
             &run(None, Some(-1)),
             "tracing.samplingRatePerMillion",
-            "Invalid value: -1: sampling rate must be positive",
+            "tracing.samplingRatePerMillion: Invalid value: -1: sampling rate must be positive",
         );
         one(
             &run(None, Some(1_000_001)),
             "tracing.samplingRatePerMillion",
-            "Invalid value: 1000001: sampling rate per million must be less than or equal to one million",
+            "tracing.samplingRatePerMillion: Invalid value: 1000001: sampling rate per million must be less than or equal to one million",
         );
     }
 
@@ -353,32 +357,32 @@ mod tests {
         one(
             &run(Some("dn%2s://localhost:4317"), None),
             "tracing.endpoint",
-            "Invalid value: \"dn%2s://localhost:4317\": parse \"dn%2s://localhost:4317\": first path segment in URL cannot contain colon",
+            "tracing.endpoint: Invalid value: \"dn%2s://localhost:4317\": parse \"dn%2s://localhost:4317\": first path segment in URL cannot contain colon",
         );
         one(
             &run(Some("localhost:43a7"), None),
             "tracing.endpoint",
-            "Invalid value: \"dns://localhost:43a7\": parse \"dns://localhost:43a7\": invalid port \":43a7\" after host",
+            "tracing.endpoint: Invalid value: \"dns://localhost:43a7\": parse \"dns://localhost:43a7\": invalid port \":43a7\" after host",
         );
         one(
             &run(Some("bad host:4317"), None),
             "tracing.endpoint",
-            "Invalid value: \"dns://bad host:4317\": parse \"dns://bad host:4317\": invalid character \" \" in host name",
+            "tracing.endpoint: Invalid value: \"dns://bad host:4317\": parse \"dns://bad host:4317\": invalid character \" \" in host name",
         );
         one(
             &run(Some("://x"), None),
             "tracing.endpoint",
-            "Invalid value: \"://x\": parse \"://x\": missing protocol scheme",
+            "tracing.endpoint: Invalid value: \"://x\": parse \"://x\": missing protocol scheme",
         );
         one(
             &run(Some("[::1:4317"), None),
             "tracing.endpoint",
-            "Invalid value: \"dns://[::1:4317\": parse \"dns://[::1:4317\": missing ']' in host",
+            "tracing.endpoint: Invalid value: \"dns://[::1:4317\": parse \"dns://[::1:4317\": missing ']' in host",
         );
         one(
             &run(Some("unix:///a%zz"), None),
             "tracing.endpoint",
-            "Invalid value: \"unix:///a%zz\": parse \"unix:///a%zz\": invalid URL escape \"%zz\"",
+            "tracing.endpoint: Invalid value: \"unix:///a%zz\": parse \"unix:///a%zz\": invalid URL escape \"%zz\"",
         );
     }
 
@@ -387,7 +391,7 @@ mod tests {
         one(
             &run(Some("http://collector:4317"), None),
             "tracing.endpoint",
-            "Invalid value: \"http://collector:4317\": unsupported scheme: http.  Options are none, dns, unix, or unix-abstract.  See https://github.com/grpc/grpc/blob/master/doc/naming.md",
+            "tracing.endpoint: Invalid value: \"http://collector:4317\": unsupported scheme: http.  Options are none, dns, unix, or unix-abstract.  See https://github.com/grpc/grpc/blob/master/doc/naming.md",
         );
         assert_eq!(
             run(Some("DNS://collector:4317"), None),

@@ -175,7 +175,31 @@ fn the_setup_fields_give_what_the_agent_would_report() {
     assert_eq!(setup.drop_ins.len(), 1);
     assert_eq!(setup.runtime_cgroup_driver.as_deref(), Some("systemd"));
     assert_eq!(setup.cgroup_version.as_deref(), Some("v2"));
+    // The kubelet merges drop-ins over its config marshalled with `omitempty`: the
+    // file's empty enforceNodeAllocatable is lost, defaulted to ["pods"] again, and
+    // --cgroups-per-qos=false then refuses it (what kubelet-oracle showed, issue 14).
     let config = b"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncgroupDriver: systemd\nenforceNodeAllocatable: []\n";
+    let Verdict::Refused(refusal) = setup.check("pools/a.yaml", config) else {
+        panic!("accepted a list the drop-in merge loses");
+    };
+    assert!(
+        refusal
+            .to_string()
+            .contains("cgroupsPerQOS (--cgroups-per-qos) must be set to true"),
+        "{refusal}"
+    );
+    // A drop-in's own empty list stays: the node's drop-in saying it too is accepted.
+    let inv = Inventory::parse(
+        "inv.yaml",
+        SETUP
+            .replace(
+                "evictionHard: {memory.available: 500Mi}",
+                "evictionHard: {memory.available: 500Mi}\n          enforceNodeAllocatable: []",
+            )
+            .as_bytes(),
+    )
+    .expect("valid");
+    let setup = inv.nodes[0].setup();
     let Verdict::Accepted(eff) = setup.check("pools/a.yaml", config) else {
         panic!("refused");
     };
@@ -246,8 +270,10 @@ fn in_drop_in_mode_the_nodes_own_file_is_read_and_the_agents_drop_in_placed() {
     );
     assert!(setup.config_file.is_some());
     // The node's file sets what the pool's drop-in leaves out.
+    // (Its empty enforceNodeAllocatable is lost in the drop-in merge, as the kubelet
+    // loses it; the agent's drop-in says it again.)
     let drop_in =
-        b"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 64\n";
+        b"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 64\nenforceNodeAllocatable: []\n";
     assert!(matches!(
         setup.check("pools/a.yaml", drop_in),
         kubelet_gitops_core::node_setup::Verdict::Accepted(_)

@@ -190,7 +190,7 @@ pub(super) fn print_validation_errors(file: &str, eff: &Effective, errors: &[Val
             .flag_of(&err.field)
             .map(node_setup::flag_hint)
             .unwrap_or_default();
-        let text = format!("{file}:{line}: {}: {}{by_flag}", err.field, err.message);
+        let text = format!("{file}:{line}: {}: {}{by_flag}", err.field, err.detail());
         eprintln!("{}", OneLine(&text));
     }
 }

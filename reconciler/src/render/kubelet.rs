@@ -179,12 +179,14 @@ fn locate_problem(
     errors: &mut Vec<RepoError>,
     base_errors: &mut BaseErrors,
 ) {
+    // Shown after its field: the detail, not the kubelet's path a second time.
+    let detail = problem.detail().to_string();
     match locate(&problem.field, doc, base) {
         Location::Pool(field, position) => {
-            errors.push(RepoError::new(&doc.path, field, problem.message).at(Some(position)));
+            errors.push(RepoError::new(&doc.path, field, detail).at(Some(position)));
         }
         Location::Base(file, field, position) => base_errors.add(
-            RepoError::new(file, field, problem.message).at(Some(position)),
+            RepoError::new(file, field, detail).at(Some(position)),
             &doc.spec.name,
         ),
         Location::Default => errors.push(RepoError::new(
@@ -193,7 +195,7 @@ fn locate_problem(
             format!(
                 "{} (the value is the kubelet's default: neither this pool nor the base \
                  sets it)",
-                problem.message
+                detail
             ),
         )),
     }

@@ -18,6 +18,10 @@ struct Args {
     /// How many cases.
     #[arg(long, default_value_t = 2_000)]
     count: usize,
+    /// Make each disagreeing case as small as it goes before printing it (asks the
+    /// oracle again for each).
+    #[arg(long)]
+    shrink: bool,
 }
 
 fn main() -> ExitCode {
@@ -27,27 +31,36 @@ fn main() -> ExitCode {
         let defaults = oracle::defaults(&bin)?;
         let cases = oracle::generate(args.seed, args.count, &defaults);
         let t = Instant::now();
-        let answers = oracle::ask(&bin, &cases)?;
+        let answers = oracle::ask_parallel(&bin, &cases, oracle::parallelism())?;
         let oracle_wall = t.elapsed();
         let kubelet_nanos: u64 = answers.iter().map(|a| a.nanos).sum();
         let t = Instant::now();
         let mut disagreeing = 0;
-        for (case, answer) in cases.iter().zip(&answers) {
-            let problems = oracle::compare(case, answer);
-            if !problems.is_empty() {
-                disagreeing += 1;
-                println!("{}\n  {}", case.name, problems.join("\n  "));
-                if let Some(c) = &case.config {
-                    println!(
-                        "  config.yaml:\n    {}",
-                        c.trim_end().replace('\n', "\n    ")
-                    );
-                }
+        let all = oracle::compare_all(&cases, &answers, oracle::parallelism());
+        for ((case, answer), problems) in cases.iter().zip(&answers).zip(&all) {
+            if problems.is_empty() {
+                continue;
+            }
+            disagreeing += 1;
+            if args.shrink {
+                let small = oracle::shrink(&bin, case);
+                let answer = oracle::ask(&bin, std::slice::from_ref(&small))?.remove(0);
+                let problems = oracle::compare(&small, &answer);
+                println!("{}\n", oracle::reproducer(&small, &answer, &problems));
+            } else {
+                println!("{}\n", oracle::reproducer(case, answer, problems));
             }
         }
         let core_time = t.elapsed();
+        let mut deliberate = std::collections::BTreeMap::new();
+        for (case, answer) in cases.iter().zip(&answers) {
+            if let Some(kind) = oracle::deliberate(case, answer) {
+                *deliberate.entry(kind).or_insert(0) += 1;
+            }
+        }
+        println!("deliberate differences (agreeing by docs/upstream.md): {deliberate:?}");
         println!(
-            "\nseed {}: {} cases, {} disagree; the kubelet's steps {:.1} ms/case (oracle wall {:.1}s), core's effective+validate+compare {:.3} ms/case",
+            "\nseed {}: {} cases, {} disagree; the kubelet's steps {:.1} ms/case (oracle wall {:.1}s), core's effective+validate+compare {:.3} ms/case (on all CPUs)",
             args.seed,
             cases.len(),
             disagreeing,

@@ -77,6 +77,10 @@ import (
 	"k8s.io/klog/v2"
 	kubectlhash "k8s.io/kubectl/pkg/util/hash"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
+	// The kubelet's command package, for what its init registers: the logging feature
+	// gates (LoggingAlphaOptions, LoggingBetaOptions) a kubelet knows and a bare
+	// pkg/features does not.
+	_ "k8s.io/kubernetes/cmd/kubelet/app"
 	"k8s.io/kubernetes/cmd/kubelet/app/options"
 	kubeletconfiginternal "k8s.io/kubernetes/pkg/kubelet/apis/config"
 	kubeletscheme "k8s.io/kubernetes/pkg/kubelet/apis/config/scheme"
@@ -143,6 +147,13 @@ func main() {
 	}
 	if len(os.Args) == 2 && os.Args[1] == "hash" {
 		if err := hashNames(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) == 2 && os.Args[1] == "gates" {
+		if err := listGates(os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -345,6 +356,9 @@ func steps(ctx context.Context, args []string) Result {
 	if errs := logsapi.Validate(&kubeletConfig.Logging, gates, field.NewPath("logging")); len(errs) > 0 {
 		result.Stage = "logging"
 		result.Error = fmt.Sprintf("initialize logging: %v", errs.ToAggregate())
+		for _, e := range errs {
+			result.ValidationErrors = append(result.ValidationErrors, e.Error())
+		}
 		return result
 	}
 	if err := kubeletconfigvalidation.ValidateKubeletConfiguration(kubeletConfig, gates); err != nil {

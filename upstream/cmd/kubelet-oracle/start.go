@@ -51,7 +51,7 @@ type Start struct {
 // reported as Machine.
 func fakeMachine() *cadvisorapi.MachineInfo {
 	const memory = 16 << 30
-	node := cadvisorapi.Node{Id: 0, Memory: memory}
+	node := cadvisorapi.Node{Id: 0, Memory: memory, Distances: []uint64{10}}
 	for i := 0; i < 8; i++ {
 		node.Cores = append(node.Cores, cadvisorapi.Core{Id: i, Threads: []int{i}, SocketID: 0})
 	}
