@@ -144,8 +144,15 @@ pub fn effective_with(
         None if opts.apply_defaults => (legacy_defaults(), None),
         None => (KubeletConfiguration::default(), None),
     };
+    // The file's own gates, as its loading sets them (a crash there is final).
+    let file_gates = file
+        .and_then(|_| base.feature_gates.as_ref())
+        .map(crate::features::validate_gates)
+        .unwrap_or_default();
     let mut config = base;
-    if !drop_ins.is_empty() {
+    // With --config-dir the kubelet merges even when the directory holds no drop-in.
+    let config_dir = flags.is_some_and(|f| f.config_dir().is_some());
+    if !drop_ins.is_empty() || config_dir {
         let mut value = to_value(&config, "the config file")?;
         // The kubelet merges over `json.Marshal` of the v1beta1 config, whose lists are
         // all `omitempty`: an empty list the file set is gone before the first drop-in,
@@ -177,7 +184,7 @@ pub fn effective_with(
             defaults::set_object_defaults(&mut config);
         }
     }
-    if file.is_some() || !drop_ins.is_empty() {
+    if file.is_some() || !drop_ins.is_empty() || config_dir {
         forget_split_streams(&mut config);
     }
     let (overrides, flag_fields) = match flags {
@@ -189,6 +196,29 @@ pub fn effective_with(
         }
         None => (Vec::new(), Vec::new()),
     };
+    // Loading the file defaults it, and defaulting sets a copy of the process's gates
+    // from the file's featureGates: a bad gate there crashes the kubelet before drop-ins
+    // or flags could change it. Validation reports it (with its line) when the final
+    // gates still have it; when drop-ins or flags took it away, it is reported here.
+    if let (false, Some(src)) = (file_gates.is_empty(), file) {
+        let still = config
+            .feature_gates
+            .as_ref()
+            .map(crate::features::validate_gates)
+            .unwrap_or_default();
+        if still.is_empty() {
+            let detail = match file_gates.as_slice() {
+                [one] => one.clone(),
+                many => format!("[{}]", many.join(", ")),
+            };
+            return Err(EffectiveError::Merge {
+                what: src.name.to_string(),
+                message: format!(
+                    "the kubelet would crash loading this file, before its drop-ins and flags change featureGates: failed to merge global and in-flight KubeletConfiguration while setting defaults, error: {detail}"
+                ),
+            });
+        }
+    }
     Ok(Effective {
         config,
         file_map,
@@ -485,6 +515,46 @@ mod tests {
         let bad = format!("{HEAD}maxPods: \"ten\"\n");
         let err = effective(None, &[Source::new("d/20.conf", bad.as_bytes())], None).unwrap_err();
         assert!(err.to_string().contains("d/20.conf:3"), "{err}");
+    }
+
+    #[test]
+    fn a_bad_gate_of_the_file_crashes_even_when_a_drop_in_removes_it() {
+        const HEAD: &str =
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n";
+        let file = format!("{HEAD}featureGates: {{NoSuchGate: true}}\n");
+        let drop_in = format!("{HEAD}featureGates: null\n");
+        let err = effective(
+            Some(Source::new("/etc/k.yaml", file.as_bytes())),
+            &[Source::new("/etc/k.d/10.conf", drop_in.as_bytes())],
+            None,
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("unrecognized feature gate: NoSuchGate"),
+            "{err}"
+        );
+        // Alone, the file builds, and validation reports the gate with its line.
+        let alone = effective(Some(Source::new("/etc/k.yaml", file.as_bytes())), &[], None);
+        assert!(alone.is_ok());
+    }
+
+    #[test]
+    fn an_empty_config_dir_still_goes_through_the_merge() {
+        const HEAD: &str =
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n";
+        let file = format!("{HEAD}enforceNodeAllocatable: []\n");
+        let flags = KubeletFlags::parse(&["--config-dir=/etc/kubernetes/kubelet.conf.d"]).unwrap();
+        let eff = effective(
+            Some(Source::new("k.yaml", file.as_bytes())),
+            &[],
+            Some(&flags),
+        )
+        .unwrap();
+        assert_eq!(
+            eff.config.enforce_node_allocatable,
+            Some(vec!["pods".to_string()])
+        );
     }
 
     #[test]

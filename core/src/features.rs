@@ -939,8 +939,12 @@ mod tests {
                 ("NodeDeclaredFeatures", false)
             ])),
             vec![
+                "ExtendWebSocketsToKubelet is enabled, but depends on features that are \
+                 disabled: [NodeDeclaredFeatures]",
                 "InPlacePodLevelResourcesVerticalScaling is enabled, but depends on features \
                  that are disabled: [NodeDeclaredFeatures PodLevelResources]",
+                "InPlacePodVerticalScalingInitContainers is enabled, but depends on features \
+                 that are disabled: [NodeDeclaredFeatures]",
                 "RestartAllContainersOnContainerExits is enabled, but depends on features that \
                  are disabled: [NodeDeclaredFeatures]",
             ]
