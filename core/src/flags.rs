@@ -36,7 +36,10 @@
 //! `staging/src/k8s.io/component-base/logs/api/v1/options.go` @ 02efe09a and `pflags.go`
 //! @ 3971407c, and the generated kubelet reference (kubernetes/website
 //! `content/en/docs/reference/command-line-tools-reference/kubelet.md` @
-//! 00cce4136eb6507551a29d29715ff10b463cc5ad, the v1.34 `kubelet --help`).
+//! 00cce4136eb6507551a29d29715ff10b463cc5ad, the v1.34 `kubelet --help`). The table is
+//! checked against the v1.36.3 kubelet's own flag set (`kubelet-oracle flags`, in
+//! `tests/tests/kubelet_flags_oracle.rs`): `--pod-infra-container-image`,
+//! `--iptables-masquerade-bit` and `--iptables-drop-bit` are gone there.
 
 mod apply;
 mod parse;
@@ -84,6 +87,15 @@ pub enum FlagError {
         value: String,
         reason: String,
     },
+    /// `--node-labels` that `ValidateKubeletFlags` refuses (the kubelet says `failed to
+    /// validate kubelet flags: <this>`).
+    #[error("{message}")]
+    InvalidNodeLabels { message: String },
+    /// `--help` or `-h` where the flag set has none: the kubelet's second parse
+    /// (`kubeletConfigFlagPrecedence`), after a `--help=false` the first parse took; its
+    /// flag set is `ExitOnError`, so the kubelet exits with status 0.
+    #[error("pflag: help requested")]
+    HelpRequested,
     /// A word that is not a flag: the kubelet takes no positional arguments.
     #[error("unknown command {arg}")]
     UnknownCommand { arg: String },

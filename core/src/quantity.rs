@@ -32,6 +32,9 @@ pub struct Quantity {
     text: String,
     nanos: i128,
     format: Format,
+    /// Whether upstream's `ParseQuantity` keeps the text as the quantity's `String()`
+    /// (it does for text already in a canonical form: `100Mi`, `1e3`, `+1`).
+    keeps_text: bool,
 }
 
 /// Why a string is not a quantity. The messages follow upstream's
@@ -42,6 +45,12 @@ pub enum QuantityError {
         "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
     )]
     Format,
+    /// `ErrNumeric`.
+    #[error("unable to parse numeric part of quantity")]
+    Numeric,
+    /// `ErrSuffix`.
+    #[error("unable to parse quantity's suffix")]
+    Suffix,
     #[error("quantity {0:?} is too large")]
     TooLarge(String),
 }
@@ -49,11 +58,12 @@ pub enum QuantityError {
 impl Quantity {
     /// Parses a quantity string exactly as upstream's `ParseQuantity` does.
     pub fn parse(text: &str) -> Result<Self, QuantityError> {
-        let (nanos, format) = parse_nanos(text)?;
+        let (nanos, format, keeps_text) = parse_nanos(text)?;
         Ok(Quantity {
             text: text.to_string(),
             nanos,
             format,
+            keeps_text,
         })
     }
 
@@ -63,6 +73,7 @@ impl Quantity {
             text: canonical(nanos, format),
             nanos,
             format,
+            keeps_text: true,
         }
     }
 
@@ -106,6 +117,17 @@ impl Quantity {
     /// The canonical text upstream would print for this value (`1.5` -> `1500m`).
     pub fn canonical(&self) -> String {
         canonical(self.nanos, self.format)
+    }
+
+    /// What upstream's `Quantity.String()` (and so its JSON) gives for this quantity as
+    /// parsed: the text when `ParseQuantity` keeps it (`1e3`, `100Mi`, `+1`), else the
+    /// canonical form (`1.5` -> `1500m`, `1024Mi` -> `1Gi`, `Ki` -> `0`).
+    pub fn go_string(&self) -> String {
+        if self.keeps_text {
+            self.text.clone()
+        } else {
+            self.canonical()
+        }
     }
 }
 
@@ -182,157 +204,281 @@ fn ceil_div(a: i128, b: i128) -> i128 {
     if a % b != 0 && a > 0 { q + 1 } else { q }
 }
 
-/// Parses into nano-units. Grammar (upstream `resource.ParseQuantity`):
-/// `[+-]? (digits | digits. | digits.digits | .digits) (suffix)` where suffix is one of
-/// `Ki Mi Gi Ti Pi Ei`, `n u m "" k M G T P E`, or `e|E [+-]? digits`.
-fn parse_nanos(text: &str) -> Result<(i128, Format), QuantityError> {
+/// What `parseQuantityString` splits a quantity into.
+struct Parts<'a> {
+    positive: bool,
+    /// The number as written, sign included (`-01.50`): what the slow path reads.
+    value: &'a str,
+    /// The integer digits without leading zeros (`"0"` when there are none).
+    num: &'a str,
+    /// The fraction digits.
+    denom: &'a str,
+    suffix: &'a str,
+}
+
+/// Upstream's `parseQuantityString`: an optional sign, digits, an optional `.` and
+/// digits, then suffix letters (`eEinumkKMGTP`), an optional sign and digits. Either
+/// number part may be empty (`Ki`, `.`, `-` parse, as zero).
+fn split(text: &str) -> Result<Parts<'_>, QuantityError> {
+    let b = text.as_bytes();
+    let end = b.len();
+    let mut pos = 0;
+    let mut positive = true;
+    if let Some(c @ (b'-' | b'+')) = b.first() {
+        positive = *c == b'+';
+        pos = 1;
+    }
+    while pos < end && b[pos] == b'0' {
+        pos += 1;
+    }
+    let zero = Parts {
+        positive,
+        value: "0",
+        num: "0",
+        denom: "",
+        suffix: "",
+    };
+    if pos == end {
+        return Ok(zero);
+    }
+    let num_start = pos;
+    while pos < end && b[pos].is_ascii_digit() {
+        pos += 1;
+    }
+    let num = if pos == num_start {
+        "0"
+    } else {
+        &text[num_start..pos]
+    };
+    if pos == end {
+        return Ok(Parts {
+            value: text,
+            num,
+            ..zero
+        });
+    }
+    let mut denom = "";
+    if b[pos] == b'.' {
+        pos += 1;
+        let denom_start = pos;
+        while pos < end && b[pos].is_ascii_digit() {
+            pos += 1;
+        }
+        denom = &text[denom_start..pos];
+        if pos == end {
+            return Ok(Parts {
+                value: text,
+                num,
+                denom,
+                ..zero
+            });
+        }
+    }
+    let value = &text[..pos];
+    let suffix_start = pos;
+    while pos < end && b"eEinumkKMGTP".contains(&b[pos]) {
+        pos += 1;
+    }
+    if pos < end && matches!(b[pos], b'-' | b'+') {
+        pos += 1;
+    }
+    while pos < end && b[pos].is_ascii_digit() {
+        pos += 1;
+    }
+    if pos < end {
+        return Err(QuantityError::Format);
+    }
+    Ok(Parts {
+        positive,
+        value,
+        num,
+        denom,
+        suffix: &text[suffix_start..],
+    })
+}
+
+/// Upstream's `quantitySuffixer.interpret`: (base, exponent, format).
+fn interpret(suffix: &str) -> Option<(i128, i32, Format)> {
+    let decimal = |exp| Some((10, exp, Format::DecimalSI));
+    let binary = |exp| Some((2, exp, Format::BinarySI));
+    match suffix {
+        "" => decimal(0),
+        "n" => decimal(-9),
+        "u" => decimal(-6),
+        "m" => decimal(-3),
+        "k" => decimal(3),
+        "M" => decimal(6),
+        "G" => decimal(9),
+        "T" => decimal(12),
+        "P" => decimal(15),
+        "E" => decimal(18),
+        "Ki" => binary(10),
+        "Mi" => binary(20),
+        "Gi" => binary(30),
+        "Ti" => binary(40),
+        "Pi" => binary(50),
+        "Ei" => binary(60),
+        s if s.len() > 1 && s.starts_with(['e', 'E']) => {
+            // strconv.ParseInt(s[1:], 10, 64) (what Rust's i64 parse accepts), then
+            // int32(...).
+            let e: i64 = s[1..].parse().ok()?;
+            Some((10, e as i32, Format::DecimalExponent))
+        }
+        _ => None,
+    }
+}
+
+/// Upstream's `ParseQuantity`: (nanos, format, whether it keeps the text as its
+/// `String()`).
+fn parse_nanos(text: &str) -> Result<(i128, Format, bool), QuantityError> {
     if text.is_empty() {
         return Err(QuantityError::Format);
     }
-    let bytes = text.as_bytes();
-    let mut i = 0;
-    let mut negative = false;
-    if bytes[0] == b'+' || bytes[0] == b'-' {
-        negative = bytes[0] == b'-';
-        i = 1;
+    if text == "0" {
+        return Ok((0, Format::DecimalSI, true));
     }
-    let int_start = i;
-    while i < bytes.len() && bytes[i].is_ascii_digit() {
-        i += 1;
-    }
-    let int_digits = &text[int_start..i];
-    let mut frac_digits = "";
-    if i < bytes.len() && bytes[i] == b'.' {
-        i += 1;
-        let frac_start = i;
-        while i < bytes.len() && bytes[i].is_ascii_digit() {
-            i += 1;
-        }
-        frac_digits = &text[frac_start..i];
-    }
-    if int_digits.is_empty() && frac_digits.is_empty() {
-        return Err(QuantityError::Format);
-    }
-    let suffix = &text[i..];
-    // (base, exponent, format): value = number * base^exponent
-    let (base, exp, format): (i128, i32, Format) = match suffix {
-        "" => (10, 0, Format::DecimalSI),
-        "n" => (10, -9, Format::DecimalSI),
-        "u" => (10, -6, Format::DecimalSI),
-        "m" => (10, -3, Format::DecimalSI),
-        "k" => (10, 3, Format::DecimalSI),
-        "M" => (10, 6, Format::DecimalSI),
-        "G" => (10, 9, Format::DecimalSI),
-        "T" => (10, 12, Format::DecimalSI),
-        "P" => (10, 15, Format::DecimalSI),
-        "E" => (10, 18, Format::DecimalSI),
-        "Ki" => (2, 10, Format::BinarySI),
-        "Mi" => (2, 20, Format::BinarySI),
-        "Gi" => (2, 30, Format::BinarySI),
-        "Ti" => (2, 40, Format::BinarySI),
-        "Pi" => (2, 50, Format::BinarySI),
-        "Ei" => (2, 60, Format::BinarySI),
-        s if s.starts_with(['e', 'E']) => {
-            let e = &s[1..];
-            let digits = e.strip_prefix(['+', '-']).unwrap_or(e);
-            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(QuantityError::Format);
-            }
-            let exp: i32 = e
-                .parse()
-                .map_err(|_| QuantityError::TooLarge(text.to_string()))?;
-            (10, exp, Format::DecimalExponent)
-        }
-        _ => return Err(QuantityError::Format),
-    };
+    let p = split(text)?;
+    let (base, exponent, format) = interpret(p.suffix).ok_or(QuantityError::Suffix)?;
     let too_large = || QuantityError::TooLarge(text.to_string());
-    // Digits as an integer mantissa with a decimal scale.
-    let mut mantissa: i128 = 0;
-    let mut scale: i32 = 0; // mantissa * 10^-scale
-    for b in int_digits.bytes().chain(frac_digits.bytes()) {
-        if mantissa == 0 && b == b'0' {
-            continue;
+
+    // The fast path: an int64 mantissa and a decimal scale no finer than nano.
+    let digits = (p.num.len() + p.denom.len()) as i32;
+    let (precision, mut scale, mantissa): (i32, i32, i64) = match format {
+        Format::DecimalSI | Format::DecimalExponent => (18 - digits, exponent, 1),
+        Format::BinarySI if exponent >= 0 && p.denom.is_empty() => (
+            15 - p.num.len() as i32 - (exponent as f32 * 3.0 / 10.0) as i32 - 1,
+            0,
+            1i64 << exponent,
+        ),
+        Format::BinarySI => (-1, 0, 1),
+    };
+    if precision >= 0 {
+        scale -= p.denom.len() as i32;
+        if scale >= -9 {
+            let shifted = format!("{}{}", p.num, p.denom);
+            let value: i64 = shifted.parse().map_err(|_| QuantityError::Numeric)?;
+            if let Some(mut result) = value.checked_mul(mantissa) {
+                if !p.positive {
+                    result = -result;
+                }
+                let keeps = match format {
+                    Format::BinarySI => exponent % 10 == 0 && value & 0x07 != 0,
+                    _ => scale % 3 == 0 && !shifted.ends_with("000") && !shifted.starts_with('0'),
+                };
+                let nanos = 10i128
+                    .checked_pow((scale + 9) as u32)
+                    .and_then(|p| p.checked_mul(i128::from(result)))
+                    .ok_or_else(too_large)?;
+                return Ok((nanos, format, keeps));
+            }
         }
-        mantissa = mantissa
+    }
+
+    // The slow path (inf.Dec): the number as written, which needs a digit.
+    let number = p.value.trim_start_matches(['+', '-']);
+    let (int_digits, frac_digits) = number.split_once('.').unwrap_or((number, ""));
+    if int_digits.is_empty() && frac_digits.is_empty() {
+        return Err(QuantityError::Numeric);
+    }
+    let mut units: i128 = 0; // the digits as an integer, times 10^-frac_digits.len()
+    for d in int_digits.bytes().chain(frac_digits.bytes()) {
+        units = units
             .checked_mul(10)
-            .and_then(|m| m.checked_add(i128::from(b - b'0')))
+            .and_then(|u| u.checked_add(i128::from(d - b'0')))
             .ok_or_else(too_large)?;
     }
-    scale += frac_digits.len() as i32;
-    // nanos = mantissa * base^exp * 10^(9 - scale), rounded up (away from zero) to a nano.
-    let mut num = mantissa;
-    let mut den: i128 = 1;
-    let dec_shift = 9 - scale;
+    // nanos = units * base^exponent * 10^(9 - frac), rounded up (away from zero).
+    let mut num = units;
     if base == 2 {
-        num = num
-            .checked_shl(exp as u32)
-            .filter(|v| v >> exp == mantissa)
+        num = u32::try_from(exponent)
+            .ok()
+            .and_then(|e| num.checked_mul(1i128.checked_shl(e)?))
+            .filter(|_| exponent < 127)
             .ok_or_else(too_large)?;
     }
-    let total_dec = dec_shift + if base == 10 { exp } else { 0 };
-    if total_dec >= 0 {
-        let p = 10i128.checked_pow(total_dec as u32).ok_or_else(too_large)?;
-        num = num.checked_mul(p).ok_or_else(too_large)?;
-    } else if -total_dec > 38 {
-        // Far below a nano-unit: rounds up to one nano (or zero for zero).
-        den = 0;
-    } else {
-        den = 10i128.pow((-total_dec) as u32);
-    }
-    let mut nanos = if den == 0 {
+    let shift = 9 - frac_digits.len() as i64 + if base == 10 { i64::from(exponent) } else { 0 };
+    let mut nanos = if shift >= 0 {
+        u32::try_from(shift)
+            .ok()
+            .and_then(|s| 10i128.checked_pow(s))
+            .and_then(|m| num.checked_mul(m))
+            .ok_or_else(too_large)?
+    } else if shift < -38 {
         i128::from(num != 0)
     } else {
-        ceil_div(num, den)
+        ceil_div(num, 10i128.pow((-shift) as u32))
     };
-    if negative {
+    let mut format = format;
+    if format == Format::BinarySI {
+        // Capped at the largest int64 number of units.
+        nanos = nanos.min(i128::from(i64::MAX) * NANO);
+        if nanos > 0 && nanos < NANO {
+            format = Format::DecimalSI;
+        }
+    }
+    if !p.positive {
         nanos = -nanos;
     }
-    Ok((nanos, format))
+    Ok((nanos, format, false))
 }
 
-/// Upstream-style canonical text: the largest suffix that represents the value exactly.
+/// Upstream's `Quantity.String()` of a quantity without its text
+/// (`CanonicalizeBytes`): binary quantities of at least 1024 whole units in powers of
+/// 1024 (`1536Ki`, or the bare number), others as the largest multiple-of-three
+/// exponent that is exact (`1500m`, `1k`), written with an SI suffix or, for quantities
+/// written with an exponent, as `e<n>` (`1e6`).
 fn canonical(nanos: i128, format: Format) -> String {
     if nanos == 0 {
         return "0".to_string();
     }
-    let sign = if nanos < 0 { "-" } else { "" };
-    let abs = nanos.unsigned_abs();
-    if format == Format::BinarySI && abs.is_multiple_of(NANO as u128) {
-        let units = abs / NANO as u128;
-        // Upstream prints binary quantities in (-1024, 1024) as decimal ("1k", not "1000").
-        if units >= 1024 {
-            for (suffix, shift) in [
-                ("Ei", 60),
-                ("Pi", 50),
-                ("Ti", 40),
-                ("Gi", 30),
-                ("Mi", 20),
-                ("Ki", 10),
-            ] {
-                if units.is_multiple_of(1u128 << shift) {
-                    return format!("{sign}{}{suffix}", units >> shift);
-                }
-            }
-        }
+    let mut format = format;
+    if format == Format::BinarySI
+        && (nanos.unsigned_abs() < 1024 * NANO as u128 || nanos % NANO != 0)
+    {
+        format = Format::DecimalSI;
     }
-    for (suffix, exp) in [
-        ("E", 27u32),
-        ("P", 24),
-        ("T", 21),
-        ("G", 18),
-        ("M", 15),
-        ("k", 12),
-        ("", 9),
-        ("m", 6),
-        ("u", 3),
-        ("n", 0),
-    ] {
-        let div = 10u128.pow(exp);
-        if abs.is_multiple_of(div) {
-            return format!("{sign}{}{suffix}", abs / div);
+    if format == Format::BinarySI {
+        let mut units = nanos / NANO;
+        let mut exp = 0;
+        while units % 1024 == 0 {
+            units /= 1024;
+            exp += 1;
         }
+        let suffix = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"]
+            .get(exp)
+            .copied()
+            .unwrap_or("");
+        return format!("{units}{suffix}");
     }
-    unreachable!("every integer is divisible by 10^0")
+    let mut mantissa = nanos;
+    let mut exp: i32 = -9;
+    while mantissa % 10 == 0 {
+        mantissa /= 10;
+        exp += 1;
+    }
+    while exp.rem_euclid(3) != 0 {
+        mantissa *= 10;
+        exp -= 1;
+    }
+    let suffix = match format {
+        Format::DecimalExponent if exp == 0 => String::new(),
+        Format::DecimalExponent => format!("e{exp}"),
+        _ => match exp {
+            -9 => "n",
+            -6 => "u",
+            -3 => "m",
+            3 => "k",
+            6 => "M",
+            9 => "G",
+            12 => "T",
+            15 => "P",
+            18 => "E",
+            // 0, and (upstream prints no suffix it has no name for) beyond E.
+            _ => "",
+        }
+        .to_string(),
+    };
+    format!("{mantissa}{suffix}")
 }
 
 #[cfg(test)]
@@ -359,17 +505,31 @@ mod tests {
         assert_eq!(q("+3").value(), 3);
         assert_eq!(q("1n").nanos(), 1);
         assert_eq!(q("0.1n").nanos(), 1, "finer than nano rounds up");
-        assert_eq!(q("8Ei").value(), 8 * (1i128 << 60));
+        assert_eq!(q("7Ei").value(), 7 * (1i128 << 60));
+        assert_eq!(
+            q("8Ei").value(),
+            i128::from(i64::MAX),
+            "capped as upstream caps it"
+        );
         assert_eq!(q("010").value(), 10);
     }
 
     #[test]
     fn rejects_what_upstream_rejects() {
         for bad in [
-            "", "Mi", "1MB", "1 Gi", "1Gi ", "abc", "1.2.3", "--1", "1e", "1e+", "0x10", "1i", ".",
+            "", "1MB", "1 Gi", "1Gi ", "abc", "1.2.3", "--1", "1e", "1e+", "0x10", "1i", "Ei",
+            "e-12", "Pi", "1KiB",
         ] {
             assert!(Quantity::parse(bad).is_err(), "{bad:?} should be rejected");
         }
+        assert_eq!(
+            Quantity::parse("1i").unwrap_err().to_string(),
+            "unable to parse quantity's suffix"
+        );
+        assert_eq!(
+            Quantity::parse("Ei").unwrap_err().to_string(),
+            "unable to parse numeric part of quantity"
+        );
         assert!(matches!(
             Quantity::parse("1e99"),
             Err(QuantityError::TooLarge(_))
@@ -378,6 +538,45 @@ mod tests {
             Quantity::parse("99999999999999999999999999999999999999999"),
             Err(QuantityError::TooLarge(_))
         ));
+    }
+
+    #[test]
+    fn accepts_what_upstream_accepts_without_digits() {
+        // parseQuantityString lets either number part be empty: these are zero.
+        for zero in ["Mi", "Ki", "M", ".", "-", "+", "e3", ".e-3", "-.k", "00"] {
+            assert!(q(zero).is_zero(), "{zero:?}");
+            assert_eq!(q(zero).go_string(), "0", "{zero:?}");
+        }
+    }
+
+    #[test]
+    fn prints_what_upstream_string_prints() {
+        // Text in a canonical form is kept (ParseQuantity's fast path).
+        for kept in [
+            "1e3", "1E3", "100Mi", "+1", "01", "5.", "1e-3", "12e3", "1200e3", "1k",
+        ] {
+            assert_eq!(q(kept).go_string(), kept);
+        }
+        for (text, printed) in [
+            ("1.5", "1500m"),
+            ("0.1", "100m"),
+            (".5", "500m"),
+            ("1.0", "1"),
+            ("1000", "1k"),
+            ("1000k", "1M"),
+            ("1000e3", "1e6"),
+            ("5e-1", "500e-3"),
+            ("1024Mi", "1Gi"),
+            ("2048Ki", "2Mi"),
+            ("1.5Ki", "1536"),
+            ("1.953125Ki", "2000"),
+            ("0.5Ki", "512"),
+            // Binary quantities are capped at the largest int64.
+            ("16Ei", "9223372036854775807"),
+            ("1000000u", "1"),
+        ] {
+            assert_eq!(q(text).go_string(), printed, "{text:?}");
+        }
     }
 
     #[test]

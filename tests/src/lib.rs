@@ -26,6 +26,7 @@ pub mod files;
 pub mod git;
 pub mod nodes;
 pub mod oracle;
+pub mod oracle_flags;
 pub mod process;
 pub mod real;
 pub mod recorder;

@@ -35,7 +35,7 @@ pub fn config_flags_set(flags: &KubeletFlags) -> Vec<(String, String)> {
 /// The config flags in order of first appearance.
 fn distinct_config_flags(flags: &KubeletFlags) -> Vec<&'static FlagInfo> {
     let mut out: Vec<&'static FlagInfo> = Vec::new();
-    for o in flags.occurrences() {
+    for o in flags.applied_occurrences() {
         if o.flag.is_config() && !out.iter().any(|f| f.name == o.flag.name) {
             out.push(o.flag);
         }
@@ -48,8 +48,10 @@ fn distinct_config_flags(flags: &KubeletFlags) -> Vec<&'static FlagInfo> {
 /// and reports each field whose value that changes.
 ///
 /// Values are written in the shape the typed decoder reads: durations as Go duration
-/// strings (`1m0s`), quantities as canonical strings, maps as objects, lists as arrays,
-/// taints as `{key, value, effect}` objects. Semantics per flag type: scalars, last
+/// strings (`1m0s`), quantities as upstream prints them (`1e3` kept, `1.5` as `1500m`),
+/// maps as objects, lists as arrays, taints as `{key, value, effect}` objects. The
+/// occurrences are those the kubelet applies ([`KubeletFlags::applied_occurrences`]: with
+/// `--config` or `--config-dir`, its second parse's). Semantics per flag type: scalars, last
 /// occurrence wins; map flags, the first occurrence replaces the file's map and later ones
 /// merge; `--feature-gates` merges over the file's gates; list flags replace then append;
 /// `--vmodule` appends to the file's list; `--register-with-taints` replaces (empty
@@ -59,7 +61,7 @@ pub fn apply_flags(config: &mut Value, flags: &KubeletFlags) -> Vec<FlagOverride
     for info in distinct_config_flags(flags) {
         let Some(field) = info.field else { continue };
         let values: Vec<&ParsedValue> = flags
-            .occurrences()
+            .applied_occurrences()
             .iter()
             .filter(|o| o.flag.name == info.name)
             .map(|o| &o.parsed)
@@ -103,7 +105,7 @@ fn scalar_json(v: &ParsedValue) -> Option<Value> {
         ParsedValue::Int(i) => Some(Value::from(*i)),
         ParsedValue::Str(s) => Some(Value::String(s.clone())),
         ParsedValue::Duration(d) => Some(Value::String(d.to_string())),
-        ParsedValue::Quantity(q) => Some(Value::String(q.canonical())),
+        ParsedValue::Quantity(q) => Some(Value::String(q.go_string())),
         _ => None,
     }
 }
@@ -225,7 +227,7 @@ fn fold(kind: ValueKind, old: Option<&Value>, values: &[&ParsedValue]) -> Outcom
                             let limits: Map<String, Value> = r
                                 .limits
                                 .iter()
-                                .map(|(k, q)| (k.clone(), Value::String(q.canonical())))
+                                .map(|(k, q)| (k.clone(), Value::String(q.go_string())))
                                 .collect();
                             let mut item = Map::new();
                             item.insert("numaNode".into(), Value::from(r.numa_node));
@@ -413,6 +415,50 @@ mod tests {
     fn apply(mut config: Value, args: &[&str]) -> (Value, Vec<FlagOverride>) {
         let overrides = apply_flags(&mut config, &flags(args));
         (config, overrides)
+    }
+
+    #[test]
+    fn quantities_are_written_as_upstream_prints_them() {
+        for (flag, printed) in [
+            ("1e3", "1e3"),
+            ("1.5", "1500m"),
+            ("Ki", "0"),
+            ("2048Ki", "2Mi"),
+        ] {
+            let arg = format!("--log-text-info-buffer-size={flag}");
+            let (config, _) = apply(json!({}), &[&arg]);
+            assert_eq!(
+                config["logging"]["options"]["text"]["infoBufferSize"],
+                json!(printed),
+                "{flag}"
+            );
+        }
+        let (config, _) = apply(
+            json!({}),
+            &["--reserved-memory=0:memory=1.5Gi,hugepages-2Mi=1e3"],
+        );
+        assert_eq!(
+            config["reservedMemory"][0]["limits"],
+            json!({"memory": "1536Mi", "hugepages-2Mi": "1e3"})
+        );
+    }
+
+    #[test]
+    fn with_a_file_the_second_parse_decides() {
+        // --enable-load-reader is a NoOp in the kubelet's second parse: it takes
+        // --fail-swap-on=false as its value, and the file's failSwapOn stays.
+        let args = [
+            "--config=/k.yaml",
+            "--enable-load-reader",
+            "--fail-swap-on=false",
+        ];
+        let (config, overrides) = apply(json!({"failSwapOn": true}), &args);
+        assert_eq!(config["failSwapOn"], json!(true));
+        assert!(overrides.is_empty());
+        assert!(config_flags_set(&flags(&args)).is_empty());
+        // Without a file the first parse is the one applied.
+        let (config, _) = apply(json!({"failSwapOn": true}), &args[1..]);
+        assert_eq!(config["failSwapOn"], json!(false));
     }
 
     #[test]

@@ -120,6 +120,9 @@ pub(crate) fn command_line(paths: &KubeletPaths) -> Result<Vec<String>, Failure>
 fn parse_flags(args: &[String]) -> Result<KubeletFlags, Failure> {
     KubeletFlags::parse(args).map_err(|e| match e {
         FlagError::UnknownCommand { .. } => Failure::command(e.to_string()),
+        FlagError::InvalidNodeLabels { .. } => {
+            Failure::command(format!("failed to validate kubelet flags: {e}"))
+        }
         other => Failure::command(format!("failed to parse kubelet flag: {other}")),
     })
 }
