@@ -146,7 +146,7 @@ pub fn effective_with(
     };
     // The file's own gates, as its loading sets them (a crash there is final).
     let file_gates = file
-        .and_then(|_| base.feature_gates.as_ref())
+        .and(base.feature_gates.as_ref())
         .map(crate::features::validate_gates)
         .unwrap_or_default();
     let mut config = base;
@@ -189,6 +189,14 @@ pub fn effective_with(
     }
     let (overrides, flag_fields) = match flags {
         Some(f) => {
+            // The kubelet's second parse of its command line over the files fails where
+            // the first did not (a bare global flag at the end): it exits.
+            if let Some(e) = f.precedence_error() {
+                return Err(EffectiveError::Merge {
+                    what: "the kubelet's flags".into(),
+                    message: format!("failed to precedence kubeletConfigFlag: {e}"),
+                });
+            }
             let mut value = to_value(&config, "the merged config")?;
             let overrides = flags::apply_flags(&mut value, f);
             config = from_value(value, "the kubelet's flags")?;

@@ -15,7 +15,6 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use kubelet_gitops_core::flags::KubeletFlags;
 use kubelet_gitops_e2e::oracle;
 use kubelet_gitops_e2e::oracle_flags::{compare_flags, generate_flag_cases, upstream_flags};
 
@@ -58,50 +57,6 @@ fn the_flag_table_is_the_kubelets_flag_set() {
     );
 }
 
-/// A disagreement whose fix lies outside the flag code, in a file this test's authors do
-/// not own: recognised narrowly (the kubelet's stage and words, and core's), counted and
-/// printed by the test, never passed silently. Each names the fix.
-struct Pending {
-    what: &'static str,
-    matches: fn(&oracle::Case, &oracle::Answer, &[String]) -> bool,
-}
-
-const PENDING: &[Pending] = &[
-    Pending {
-        what: "the kubelet's second parse (kubeletConfigFlagPrecedence) fails on a bare global \
-               flag at the end (a cliflag.NoOp needs a value): core's \
-               KubeletFlags::precedence_error says so in the kubelet's words, and \
-               core::effective is to refuse the case with it (core/src/effective.rs)",
-        matches: |case, answer, problems| {
-            let [problem] = problems else { return false };
-            let mut args = vec!["--config=/case/config.yaml".to_string()];
-            args.extend(case.args.iter().cloned());
-            answer.stage == "precedence"
-                && problem.starts_with("the kubelet stops at precedence")
-                && KubeletFlags::parse(&args).ok().and_then(|f| {
-                    f.precedence_error()
-                        .map(|e| format!("failed to precedence kubeletConfigFlag: {e}"))
-                }) == answer.error
-        },
-    },
-    Pending {
-        what: "an IP flag set after an empty one: the kubelet panics (IPVar.Set on the nil \
-               pointer the empty value left), core's parse refuses it saying so; \
-               oracle::compare (tests/src/oracle.rs) takes only stage `flags` for a refused \
-               parse, not `panic`",
-        matches: |_, answer, problems| {
-            let [problem] = problems else { return false };
-            answer.stage == "panic"
-                && answer
-                    .error
-                    .as_deref()
-                    .is_some_and(|e| e.contains("IPVar should not be nil"))
-                && problem.starts_with("core cannot parse the flags")
-                && problem.contains("the kubelet panics")
-        },
-    },
-];
-
 #[test]
 fn generated_command_lines_agree_with_the_kubelet() {
     let Some(bin) = oracle_bin() else {
@@ -115,7 +70,6 @@ fn generated_command_lines_agree_with_the_kubelet() {
     let oracle_time = started.elapsed();
     let started = Instant::now();
     let mut report = Vec::new();
-    let mut pending: Vec<Vec<&str>> = vec![Vec::new(); PENDING.len()];
     let mut refused = 0;
     for (case, answer) in cases.iter().zip(&answers) {
         if answer.stage != "ok" {
@@ -123,13 +77,6 @@ fn generated_command_lines_agree_with_the_kubelet() {
         }
         let problems = oracle::compare(case, answer);
         if problems.is_empty() {
-            continue;
-        }
-        if let Some(i) = PENDING
-            .iter()
-            .position(|p| (p.matches)(case, answer, &problems))
-        {
-            pending[i].push(&case.name);
             continue;
         }
         report.push(format!(
@@ -145,17 +92,6 @@ fn generated_command_lines_agree_with_the_kubelet() {
         oracle_time.as_secs_f64(),
         started.elapsed().as_secs_f64()
     );
-    for (p, names) in PENDING.iter().zip(&pending) {
-        eprintln!(
-            "PENDING ({} cases): {}{}",
-            names.len(),
-            p.what.split_whitespace().collect::<Vec<_>>().join(" "),
-            names
-                .first()
-                .map(|n| format!("\n  e.g. {n}"))
-                .unwrap_or_default()
-        );
-    }
     assert!(
         report.is_empty(),
         "{} of {CASES} flag cases disagree with the kubelet (seed {SEED}):\n{}",
