@@ -32,7 +32,7 @@ fn the_running_kubelet_is_found_in_proc() {
     write(
         root,
         "/proc/1234/cmdline",
-        b"/usr/bin/kubelet\0--config=/var/lib/kubelet/config.yaml\0--node-labels=a=b c\0--max-pods\x00150\0",
+        b"/usr/bin/kubelet\0--config=/var/lib/kubelet/config.yaml\0--node-labels=a=b\0--provider-id=aws:///zone/a b\0--max-pods\x00150\0",
     );
     fs::create_dir_all(root.join("proc/self")).unwrap(); // not a pid
     write(root, "/proc/meminfo", b"MemTotal: 1 kB\n");
@@ -42,7 +42,8 @@ fn the_running_kubelet_is_found_in_proc() {
         args,
         strings(&[
             "--config=/var/lib/kubelet/config.yaml",
-            "--node-labels=a=b c",
+            "--node-labels=a=b",
+            "--provider-id=aws:///zone/a b",
             "--max-pods",
             "150"
         ])
@@ -50,10 +51,9 @@ fn the_running_kubelet_is_found_in_proc() {
     let flags = read_flags(&FlagSource::Proc, root).unwrap();
     assert_eq!(flags.config_file(), Some("/var/lib/kubelet/config.yaml"));
     assert_eq!(flags.value("max-pods"), Some("150"));
-    assert_eq!(
-        flags.node_labels().get("a").map(String::as_str),
-        Some("b c")
-    );
+    assert_eq!(flags.node_labels().get("a").map(String::as_str), Some("b"));
+    // A NUL-separated argument keeps its space.
+    assert_eq!(flags.value("provider-id"), Some("aws:///zone/a b"));
 }
 
 #[test]
