@@ -4,6 +4,9 @@
 //	kubelet-oracle effective [kubelet flags...]
 //	kubelet-oracle batch < cases.jsonl
 //	kubelet-oracle hash < cases.jsonl
+//	kubelet-oracle flags            (flags.go: every flag, with the config field it sets)
+//	kubelet-oracle gates            (gates.go: every feature gate, with its dependencies)
+//	kubelet-oracle bench [--rounds N] < configs.jsonl   (bench.go: decode+default+validate timed)
 //
 // `batch` reads JSON lines {"config": YAML or null, "dropIns": {NAME: YAML}, "args":
 // [FLAG...]}, writes each case's files to a directory of its own, and prints for each
@@ -34,14 +37,22 @@
 //     (pkg/kubelet/kubelet.go, eviction.ParseThresholdConfig): later in the kubelet's
 //     start, after it has read the machine, but a config whose thresholds do not parse
 //     (a soft threshold without a grace period) makes it exit all the same, and the
-//     parse reads nothing of the host.
+//     parse reads nothing of the host;
+//  9. the other checks later in its start that read nothing of the host, or only the
+//     machine's CPUs and memory, which are fixed here (start.go: TLS, reserved
+//     resources, qosReserved, swap, the topology/CPU/memory managers on a fake machine,
+//     NewMainKubelet's sync frequency, configMap mode, log manager and sysctls, the
+//     server's authorization mode and address). What only the fake machine decides is
+//     reported apart ("machine"), as is a failure the kubelet words otherwise than one
+//     message ("inexact").
 //
 // It prints one JSON object: the stage that failed (or "ok"), its error, the strict
 // decoding error of --config when the kubelet fell back to lenient decoding, the
 // validation errors one by one, the effective configuration in v1beta1 JSON, and the one
-// host fact the steps read. Only validation reads the host, and only its cgroup version
-// (validation_linux.go: failCgroupV1 and singleProcessOOMKill on cgroup v1); the oracle
-// reports the version it saw, so that a comparison gives core the same host.
+// host fact the steps read. Validation reads only the cgroup version of the host
+// (validation_linux.go: failCgroupV1 and singleProcessOOMKill on cgroup v1; the swap
+// check at start too); the oracle reports the version it saw, so that a comparison gives
+// core the same host. A panic in the kubelet's code is an answer (stage "panic").
 //
 // The steps are written here, not called, because the kubelet keeps them unexported in
 // package app; each names the upstream function it follows.
