@@ -16,7 +16,9 @@
 //! - **Apply** ([`reconcile`]) is the only code that writes, and only while this
 //!   replica may (leader election, not shutting down). A failed round is retried with
 //!   backoff; every request is retried inside it ([`crate::api`]).
-//! - **Triggers**: a new commit, every poll (a resync), node changes (labels, agent
+//! - **Triggers**: a new commit, a poll while anything is unsettled (the last reconcile
+//!   failed or wrote, writes not yet seen, a held commit; an idle poll costs only the
+//!   poll, and a full resync runs every 10 minutes), node changes (labels, agent
 //!   annotations), ConfigMap changes, gaining the lease. Bursts coalesce: at most one
 //!   reconcile per `min_reconcile_interval`, and a change during a reconcile always
 //!   causes another (the wake-up is a stored permit, never dropped).

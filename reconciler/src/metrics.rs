@@ -13,7 +13,7 @@
 //! | `kubelet_gitops_repo_valid` | gauge | | 1 when the newest fetched commit renders and validates (and no node would refuse it), 0 when it does not |
 //! | `kubelet_gitops_repo_errors` | gauge | | problems found in the newest fetched commit |
 //! | `kubelet_gitops_reconcile_duration_seconds` | histogram | | one reconcile: publish, plan, node writes, GC |
-//! | `kubelet_gitops_reconciles_total` | counter | `result` | reconciles by outcome: `ok`, `error`, `skipped` (follower) |
+//! | `kubelet_gitops_reconciles_total` | counter | `result` | reconciles by outcome: `ok`, `error`, `skipped` (follower); `idle`: a poll with no new commit while nothing changed, where no reconcile ran |
 //! | `kubelet_gitops_api_errors_total` | counter | `verb`, `resource`, `code` | failed Kubernetes API requests (`code` 0: no HTTP answer) |
 //! | `kubelet_gitops_node_writes_total` | counter | | node annotation patches sent and accepted |
 //! | `kubelet_gitops_configmaps_created_total` | counter | | ConfigMaps created |
@@ -385,6 +385,14 @@ impl Metrics {
             start: Instant::now(),
             result: ReconcileResult::Error,
         }
+    }
+
+    /// Counts a poll that found no new commit while nothing had changed since the last
+    /// reconcile: no reconcile ran (`reconciles_total{result="idle"}`).
+    pub fn reconcile_idle(&self) {
+        self.reconciles
+            .get_or_create(&ResultLabels { result: "idle" })
+            .inc();
     }
 
     /// Counts a failed API request.

@@ -394,6 +394,11 @@ impl PendingWrites {
     }
 
     /// Forgets everything (the namespace changed, or leadership was regained).
+    /// Whether no write waits to be seen: planning reads the caches alone.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.nodes.is_empty() && self.created.is_empty() && self.deleted.is_empty()
+    }
+
     pub(crate) fn clear(&mut self) {
         *self = PendingWrites::default();
     }

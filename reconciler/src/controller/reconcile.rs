@@ -126,6 +126,12 @@ pub(crate) struct Reconciler {
 }
 
 impl Reconciler {
+    /// Whether none of this replica's writes waits to be seen by the watches: then a
+    /// reconcile over unchanged caches plans what the last one planned.
+    pub(crate) fn settled(&self) -> bool {
+        self.pending.is_empty()
+    }
+
     pub(crate) fn new(
         client: kube::Client,
         metrics: Arc<Metrics>,

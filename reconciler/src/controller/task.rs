@@ -79,9 +79,26 @@ pub(super) struct LoopState {
     last_start: Option<Instant>,
     /// Consecutive failed reconciles.
     failures: u32,
+    /// Whether a reconcile could plan otherwise than the last one: something changed
+    /// since (a commit, a node's labels or protocol annotations, a ConfigMap, the lease),
+    /// the last one failed, or it wrote (its writes are not all seen yet). While it is
+    /// false, a poll that finds no new commit costs nothing but the poll.
+    dirty: bool,
+    /// When the last reconcile completed, for the periodic full resync.
+    last_done: Option<Instant>,
 }
 
+/// An idle loop still reconciles this often, events or not (a resync, as controllers
+/// do): the only cost of being idle that grows with the fleet.
+const IDLE_RESYNC: Duration = Duration::from_secs(600);
+
 impl LoopState {
+    /// Whether a poll without news should reconcile: something is dirty, or the last
+    /// full resync is [`IDLE_RESYNC`] old.
+    fn poll_needs_reconcile(&self) -> bool {
+        self.dirty || self.last_done.is_none_or(|t| t.elapsed() >= IDLE_RESYNC)
+    }
+
     /// Schedules a reconcile: now, or `min_interval` after the last one started if that
     /// is later; one scheduled earlier stands.
     fn trigger(&mut self, min_interval: Duration) {
@@ -312,14 +329,15 @@ impl Controller {
         )
     }
 
-    /// Runs one reconcile of `desired` and records the outcome.
+    /// Runs one reconcile of `desired` and records the outcome: whether it was quiet
+    /// (it wrote nothing: no node patched, no ConfigMap created or deleted).
     async fn reconcile_once(
         &self,
         reconciler: &mut Reconciler,
         desired: &Desired,
         store: &ConfigMapStore,
         gate: &WriteGate,
-    ) -> Result<(), ReconcileError> {
+    ) -> Result<bool, ReconcileError> {
         let mut timer = self.metrics.reconcile_timer();
         let allowed = || gate.allowed();
         let result = reconciler.reconcile(desired, store, &allowed).await;
@@ -359,7 +377,7 @@ impl Controller {
                 self.update(|s| s.last_error = Some(error));
             }
         }
-        result.map(|_| ())
+        result.map(|o| o.node_writes == 0 && o.created.is_empty() && o.deleted.is_empty())
     }
 
     async fn run_loop(
@@ -388,14 +406,26 @@ impl Controller {
                 () = self.shutdown.cancelled() => break,
                 event = polls.recv() => {
                     let Some(event) = event else { break };
+                    let news = !matches!(event, PollEvent::Unchanged);
                     self.on_poll_event(event, &mut st, &mut configmaps, tasks, nodes).await;
-                    st.trigger(min_interval);
+                    if news {
+                        st.dirty = true;
+                    }
+                    if st.poll_needs_reconcile() {
+                        st.trigger(min_interval);
+                    } else {
+                        self.metrics.reconcile_idle();
+                    }
                 }
                 true = leader_changed => {
                     self.on_leader_change(leader_rx.as_ref());
+                    st.dirty = true;
                     st.trigger(min_interval);
                 }
-                () = self.changed.notified() => st.trigger(min_interval),
+                () = self.changed.notified() => {
+                    st.dirty = true;
+                    st.trigger(min_interval);
+                }
                 () = due => {
                     let stopping = !self
                         .reconcile_due(&mut reconciler, &mut st, &mut configmaps, gate, tasks, nodes)
@@ -448,12 +478,21 @@ impl Controller {
             return false;
         };
         st.last_start = Some(Instant::now());
+        // Changes from now on set it again (the notification is kept while this runs).
+        st.dirty = false;
         match self
             .reconcile_once(reconciler, &desired, &store, gate)
             .await
         {
-            Ok(()) => st.failures = 0,
+            Ok(quiet) => {
+                st.failures = 0;
+                st.last_done = Some(Instant::now());
+                if !quiet || !reconciler.settled() || st.held.is_some() {
+                    st.dirty = true;
+                }
+            }
             Err(_) => {
+                st.dirty = true;
                 st.failures = st.failures.saturating_add(1);
                 let (first, max) = self.config.failure_backoff;
                 let wait = first
@@ -530,6 +569,25 @@ impl Controller {
         let mut reconciler = self.reconciler(nodes);
         self.reconcile_once(&mut reconciler, &desired, &store, gate)
             .await
+            .map(|_| ())
             .map_err(|e| RunError::Reconcile(Box::new(e)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_poll_without_news_reconciles_only_when_dirty_or_the_resync_is_due() {
+        let mut st = LoopState::default();
+        assert!(st.poll_needs_reconcile(), "never reconciled yet");
+        st.last_done = Some(Instant::now());
+        assert!(!st.poll_needs_reconcile(), "idle: nothing changed since");
+        st.dirty = true;
+        assert!(st.poll_needs_reconcile(), "something changed");
+        st.dirty = false;
+        st.last_done = Instant::now().checked_sub(IDLE_RESYNC + Duration::from_secs(1));
+        assert!(st.poll_needs_reconcile(), "the periodic resync is due");
     }
 }

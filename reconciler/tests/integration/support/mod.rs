@@ -798,16 +798,17 @@ pub fn sample(metrics: &str, series: &str) -> Option<f64> {
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
-/// Reconciles that succeeded so far, from the controller's metrics.
+/// Rounds of the loop so far, from the controller's metrics: reconciles that succeeded,
+/// and polls that found nothing to do (no new commit, nothing unsettled: no reconcile
+/// runs, `result="idle"`).
 pub fn ok_reconciles(r: &RunningController) -> u64 {
-    sample(
-        &r.metrics().encode(),
-        "kubelet_gitops_reconciles_total{result=\"ok\"}",
-    )
-    .unwrap_or(0.0) as u64
+    let m = r.metrics().encode();
+    let count = |series: &str| sample(&m, series).unwrap_or(0.0) as u64;
+    count("kubelet_gitops_reconciles_total{result=\"ok\"}")
+        + count("kubelet_gitops_reconciles_total{result=\"idle\"}")
 }
 
-/// Waits until `r` has completed `n` more successful reconciles than `since`.
+/// Waits until `r` has completed `n` more rounds ([`ok_reconciles`]) than `since`.
 pub async fn wait_reconciles(r: &RunningController, since: u64, n: u64) {
     eventually("reconciles stopped", Duration::from_secs(30), || {
         let done = ok_reconciles(r);
