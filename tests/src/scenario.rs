@@ -329,14 +329,19 @@ impl E2e {
         .await
     }
 
-    /// Waits until the reconciler has finished `n` more reconciles (counted by
-    /// `kubelet_gitops_reconciles_total{result="ok"}`): everything it saw before this call
-    /// has been planned and acted on.
+    /// Waits until the reconciler has finished `n` more rounds of its loop: reconciles
+    /// (`kubelet_gitops_reconciles_total{result="ok"}`) or polls that found nothing to do
+    /// (`{result="idle"}`: nothing unsettled, so nothing to plan). Everything it saw
+    /// before this call has been planned and acted on.
     pub async fn wait_reconciles(&mut self, n: u32) -> Result<(), E2eError> {
-        const SERIES: &str = "kubelet_gitops_reconciles_total{result=\"ok\"}";
-        let start = self.cluster.metric(SERIES).await?.unwrap_or(0.0);
-        self.poll(&format!("{n} more reconciles"), async |c| {
-            let now = c.metric(SERIES).await?.unwrap_or(0.0);
+        const OK: &str = "kubelet_gitops_reconciles_total{result=\"ok\"}";
+        const IDLE: &str = "kubelet_gitops_reconciles_total{result=\"idle\"}";
+        let rounds = async |c: &Cluster| -> Result<f64, E2eError> {
+            Ok(c.metric(OK).await?.unwrap_or(0.0) + c.metric(IDLE).await?.unwrap_or(0.0))
+        };
+        let start = rounds(&self.cluster).await?;
+        self.poll(&format!("{n} more rounds of the reconciler"), async |c| {
+            let now = rounds(c).await?;
             Ok((now >= start + f64::from(n)).then_some(()))
         })
         .await
