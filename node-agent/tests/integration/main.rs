@@ -11,6 +11,7 @@ mod agent_apply;
 mod agent_crash;
 mod agent_escape;
 mod agent_failures;
+mod agent_idle;
 mod agent_json_logs;
 mod agent_lifecycle;
 mod agent_modes;

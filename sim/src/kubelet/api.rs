@@ -145,7 +145,10 @@ impl NodeApi {
         }
     }
 
-    /// PATCH a Node's status subresource with a JSON merge patch.
+    /// PATCH a Node's status subresource with a strategic merge patch, as the kubelet
+    /// does (`PatchNodeStatus`): its lists merge by key, so the conditions of other
+    /// writers (node-problem-detector's, the agent's `KubeletConfigReady`) are kept, where
+    /// a JSON merge patch would replace the whole `conditions` list with the kubelet's.
     pub async fn patch_node_status(&self, name: &str, patch: &Value) -> Result<Value, ApiFailure> {
         let body = serde_json::to_vec(patch).unwrap_or_default();
         match self {
@@ -155,7 +158,7 @@ impl NodeApi {
                     None,
                     name,
                     Some("status"),
-                    PatchType::Merge,
+                    PatchType::StrategicMerge,
                     &body,
                     &write_opts(),
                 )
@@ -165,7 +168,7 @@ impl NodeApi {
                 t.json(
                     "PATCH",
                     &path,
-                    Some("application/merge-patch+json"),
+                    Some("application/strategic-merge-patch+json"),
                     Some(&body),
                 )
                 .await

@@ -317,7 +317,8 @@ fn find_condition<'a>(existing: Option<&'a Value>, kind: &str) -> Option<&'a Val
 /// `lastTransitionTime` changes only when a status changes. While the kubelet runs, it
 /// heartbeats every condition; once it is down only `Ready` changes (to `False`, reason
 /// `KubeletNotReady`), keeping its last heartbeat, and the pressure conditions are left
-/// as they were.
+/// as they were. Only the kubelet's own four: they go out in a strategic merge patch,
+/// which leaves the conditions of other writers on the Node.
 pub fn conditions(existing: Option<&Value>, readiness: &Readiness, now: &str) -> Vec<Value> {
     let pressure = [
         (

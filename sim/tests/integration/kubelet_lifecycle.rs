@@ -417,3 +417,69 @@ async fn the_runtimes_cgroup_driver_wins_over_the_configs() {
     );
     sim.shutdown().await;
 }
+
+/// The kubelet's status reports (every `nodeStatusReportFrequency`, and when it goes
+/// down) leave the conditions of other writers alone, as the kubelet's strategic merge
+/// patch does: node-problem-detector's, or the node agent's, which would otherwise be
+/// removed at each report and written back by its owner.
+#[tokio::test]
+async fn status_reports_keep_the_conditions_of_other_writers() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = start(dir.path(), INVENTORY, true).await;
+    let k = sim.kubelet("w1").expect("kubelet").clone();
+    wait_ready_status(&sim, "w1", "True").await;
+    std::fs::write(
+        &k.paths().config,
+        config_with("nodeStatusReportFrequency: 1s\n"),
+    )
+    .unwrap();
+    assert_eq!(k.restart().await.phase, KubeletPhase::Running);
+    let theirs = serde_json::json!({"status": {"conditions": [{
+        "type": "KernelDeadlock", "status": "False", "reason": "KernelHasNoDeadlock",
+        "message": "kernel has no deadlock",
+        "lastHeartbeatTime": "2025-01-01T00:00:00Z",
+        "lastTransitionTime": "2025-01-01T00:00:00Z",
+    }]}});
+    sim.store()
+        .patch(
+            kinds::nodes(),
+            None,
+            "w1",
+            Some("status"),
+            kubelet_gitops_sim::store::PatchType::StrategicMerge,
+            &serde_json::to_vec(&theirs).unwrap(),
+            &kubelet_gitops_sim::store::WriteOptions::default(),
+        )
+        .expect("condition written");
+    let heartbeat = |sim: &kubelet_gitops_sim::cluster::Sim| {
+        condition(&node(sim, "w1"), "Ready")["lastHeartbeatTime"].clone()
+    };
+    let before = heartbeat(&sim);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while heartbeat(&sim) == before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no status report within 10s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let n = node(&sim, "w1");
+    assert_eq!(condition(&n, "Ready")["status"], "True");
+    assert_eq!(
+        condition(&n, "KernelDeadlock")["reason"],
+        "KernelHasNoDeadlock",
+        "{}",
+        n["status"]["conditions"]
+    );
+    // Down: Ready turns False, the others' condition stays.
+    assert_eq!(k.stop().await.phase, KubeletPhase::Stopped);
+    wait_ready_status(&sim, "w1", "False").await;
+    let n = node(&sim, "w1");
+    assert_eq!(
+        condition(&n, "KernelDeadlock")["status"],
+        "False",
+        "{}",
+        n["status"]["conditions"]
+    );
+    sim.shutdown().await;
+}
