@@ -60,6 +60,17 @@ fn fingerprint(meta: &PartialObjectMeta<Node>) -> u64 {
     h.finish()
 }
 
+/// What the node cache keeps of a Node: its metadata without `managedFields` and without
+/// the annotations that are not the node protocol's (kubeadm's, the CSI drivers', the
+/// CNI's, `last-applied-configuration`: nothing the controller reads), so that a
+/// fleet's cache holds only what planning uses.
+fn slim(node: &mut PartialObjectMeta<Node>) {
+    node.metadata.managed_fields = None;
+    if let Some(annotations) = node.metadata.annotations.as_mut() {
+        annotations.retain(|k, _| is_protocol_key(k));
+    }
+}
+
 /// Starts the node reflector: returns its store and the task that drives it (which runs
 /// until dropped). `changed` is notified whenever planning could come out differently.
 pub(crate) fn node_reflector(
@@ -71,7 +82,7 @@ pub(crate) fn node_reflector(
     let (reader, writer) = reflector::store();
     let stream = watcher::watcher(api, watcher::Config::default())
         .default_backoff()
-        .modify(|node| node.metadata.managed_fields = None)
+        .modify(slim)
         .reflect(writer);
     let driver = drive(stream, "nodes", metrics, move |seen, event| {
         let name = |m: &PartialObjectMeta<Node>| m.metadata.name.clone().unwrap_or_default();
@@ -406,6 +417,42 @@ impl PendingWrites {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_cache_keeps_only_the_protocols_annotations() {
+        let mut meta = PartialObjectMeta::<Node>::default();
+        meta.metadata.annotations = Some(
+            [
+                ("kubelet-gitops.io/desired-config", "ns/kubelet-a-1"),
+                ("kubelet-gitops.io/node-setup", "{}"),
+                ("node.alpha.kubernetes.io/ttl", "0"),
+                ("kubectl.kubernetes.io/last-applied-configuration", "{...}"),
+                ("kubelet-gitops.iox/not-ours", "x"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        );
+        meta.metadata.managed_fields = Some(Vec::new());
+        slim(&mut meta);
+        let kept: Vec<&str> = meta
+            .metadata
+            .annotations
+            .as_ref()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                "kubelet-gitops.io/desired-config",
+                "kubelet-gitops.io/node-setup"
+            ]
+        );
+        assert!(meta.metadata.managed_fields.is_none());
+    }
+
     use super::*;
     use kubelet_gitops_core::protocol::{DESIRED_CONFIG, STATE};
     use serde_json::json;
