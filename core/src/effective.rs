@@ -158,14 +158,17 @@ pub fn effective_with(
         // all `omitempty`: an empty list the file set is gone before the first drop-in,
         // and defaulting then fills it again (`enforceNodeAllocatable: []` comes back as
         // `["pods"]`).
-        drop_empty_lists(&mut value);
+        prune(
+            &mut value,
+            &|v| matches!(v, Value::Array(a) if a.is_empty()),
+        );
         for src in drop_ins {
             // Each drop-in must itself be a valid (partial) KubeletConfiguration, but for
             // its nulls: a JSON merge patch's removals, which the kubelet (that merges a
             // drop-in as JSON and never decodes it alone) honours anywhere.
             let (patch, map) = decode::decode_value(src.name, src.bytes)?;
             let mut typed = patch.clone();
-            drop_nulls(&mut typed);
+            prune(&mut typed, &Value::is_null);
             decode::check_type_meta(
                 src.name,
                 &typed,
@@ -215,10 +218,7 @@ pub fn effective_with(
             .map(crate::features::validate_gates)
             .unwrap_or_default();
         if still.is_empty() {
-            let detail = match file_gates.as_slice() {
-                [one] => one.clone(),
-                many => format!("[{}]", many.join(", ")),
-            };
+            let detail = crate::go::aggregate(&file_gates);
             return Err(EffectiveError::Merge {
                 what: src.name.to_string(),
                 message: format!(
@@ -277,10 +277,7 @@ fn check_drop_in_gates(name: &str, patch: &Value) -> Result<(), EffectiveError> 
     if problems.is_empty() {
         return Ok(());
     }
-    let detail = match problems.as_slice() {
-        [one] => one.clone(),
-        many => format!("[{}]", many.join(", ")),
-    };
+    let detail = crate::go::aggregate(&problems);
     Err(EffectiveError::Merge {
         what: name.to_string(),
         message: format!(
@@ -289,26 +286,15 @@ fn check_drop_in_gates(name: &str, patch: &Value) -> Result<(), EffectiveError> 
     })
 }
 
-/// Removes every member whose value is null from `value`'s objects, at any depth.
-fn drop_nulls(value: &mut Value) {
+/// Removes, at any depth, every object member whose value `drop` picks: Go's `omitempty`
+/// on a slice (empty lists), or a merge patch's removals (nulls).
+fn prune(value: &mut Value, drop: &dyn Fn(&Value) -> bool) {
     match value {
         Value::Object(map) => {
-            map.retain(|_, v| !v.is_null());
-            map.values_mut().for_each(drop_nulls);
+            map.retain(|_, v| !drop(v));
+            map.values_mut().for_each(|v| prune(v, drop));
         }
-        Value::Array(items) => items.iter_mut().for_each(drop_nulls),
-        _ => {}
-    }
-}
-
-/// Removes every empty list from `value`, at any depth (Go's `omitempty` on a slice).
-fn drop_empty_lists(value: &mut Value) {
-    match value {
-        Value::Object(map) => {
-            map.retain(|_, v| !matches!(v, Value::Array(a) if a.is_empty()));
-            map.values_mut().for_each(drop_empty_lists);
-        }
-        Value::Array(items) => items.iter_mut().for_each(drop_empty_lists),
+        Value::Array(items) => items.iter_mut().for_each(|v| prune(v, drop)),
         _ => {}
     }
 }

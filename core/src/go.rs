@@ -70,6 +70,14 @@ pub fn float(f: f64) -> String {
     }
 }
 
+/// Errors as `utilerrors.NewAggregate` prints them: one alone, several as `[a, b]`.
+pub fn aggregate(errors: &[String]) -> String {
+    match errors {
+        [one] => one.clone(),
+        many => format!("[{}]", many.join(", ")),
+    }
+}
+
 /// Go's `strconv.ParseBool`, its error as Go prints it.
 pub fn parse_bool(s: &str) -> Result<bool, String> {
     match s {

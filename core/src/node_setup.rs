@@ -244,10 +244,7 @@ pub fn check_effective(eff: &Effective, facts: &NodeFacts) -> Result<(), Refusal
             None => p.message.clone(),
         })
         .collect();
-    let detail = match messages.as_slice() {
-        [one] => one.clone(),
-        many => format!("[{}]", many.join(", ")),
-    };
+    let detail = crate::go::aggregate(&messages);
     Err(Refusal::invalid(detail))
 }
 

@@ -77,6 +77,23 @@ pub fn oracle_bin() -> Result<PathBuf, E2eError> {
     }
 }
 
+/// [`oracle_bin`] for a test named `test`: `None` (with a `SKIPPED` line) when it is
+/// missing, unless the upstream binaries are required (CI), where that is a failure.
+pub fn oracle_bin_or_skip(test: &str) -> Option<PathBuf> {
+    match oracle_bin() {
+        Ok(bin) => Some(bin),
+        Err(e) => {
+            assert!(
+                !crate::required(),
+                "{e} ({} is set, so this is a failure)",
+                crate::REQUIRE_ENV
+            );
+            eprintln!("{test}: SKIPPED: {e}");
+            None
+        }
+    }
+}
+
 /// Runs `kubelet-oracle batch` on `cases`; an answer per case, in order.
 pub fn ask(bin: &std::path::Path, cases: &[Case]) -> Result<Vec<Answer>, E2eError> {
     let mut input = String::new();

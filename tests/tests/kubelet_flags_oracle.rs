@@ -19,18 +19,7 @@ use kubelet_gitops_e2e::oracle;
 use kubelet_gitops_e2e::oracle_flags::{compare_flags, generate_flag_cases, upstream_flags};
 
 fn oracle_bin() -> Option<PathBuf> {
-    match oracle::oracle_bin() {
-        Ok(bin) => Some(bin),
-        Err(e) => {
-            assert!(
-                !kubelet_gitops_e2e::required(),
-                "{e} ({} is set, so this is a failure)",
-                kubelet_gitops_e2e::REQUIRE_ENV
-            );
-            eprintln!("kubelet_flags_oracle: SKIPPED: {e}");
-            None
-        }
-    }
+    oracle::oracle_bin_or_skip("kubelet_flags_oracle")
 }
 
 #[test]

@@ -163,18 +163,7 @@ fn cases() -> Vec<Case> {
 }
 
 fn oracle_bin() -> Option<PathBuf> {
-    match oracle::oracle_bin() {
-        Ok(bin) => Some(bin),
-        Err(e) => {
-            assert!(
-                !kubelet_gitops_e2e::required(),
-                "{e} ({} is set, so this is a failure)",
-                kubelet_gitops_e2e::REQUIRE_ENV
-            );
-            eprintln!("kubelet_oracle: SKIPPED: {e}");
-            None
-        }
-    }
+    oracle::oracle_bin_or_skip("kubelet_oracle")
 }
 
 /// A case of the list as the oracle module takes it.

@@ -356,7 +356,7 @@ fn parse_pass<S: AsRef<str>>(args: &[S], pass: Pass) -> Result<Vec<FlagOccurrenc
 fn prints_and_exits(occurrences: &[FlagOccurrence]) -> bool {
     let last = |name: &str| occurrences.iter().rev().find(|o| o.flag.name == name);
     let help = last("help").is_some_and(|o| o.parsed == ParsedValue::Bool(true));
-    let version = last("version").is_some_and(|o| super::values::parse_bool(&o.value) != Ok(false));
+    let version = last("version").is_some_and(|o| crate::go::parse_bool(&o.value) != Ok(false));
     help || version
 }
 

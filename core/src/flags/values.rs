@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::table::ValueKind;
 use crate::duration::Duration;
-use crate::go::quote;
+use crate::go::{parse_bool, quote};
 use crate::names::{self, Wording};
 use crate::quantity::Quantity;
 
@@ -80,18 +80,6 @@ pub(crate) fn parse_value(kind: ValueKind, value: &str) -> Result<ParsedValue, S
         ValueKind::ReservedMemory => parse_reserved_memory(value),
         ValueKind::VModule => parse_vmodule(value).map(ParsedValue::VModule),
         ValueKind::Version => parse_version(value).map(ParsedValue::Str),
-    }
-}
-
-/// Go's `strconv.ParseBool`.
-pub(crate) fn parse_bool(s: &str) -> Result<bool, String> {
-    match s {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
-        _ => Err(format!(
-            "strconv.ParseBool: parsing {}: invalid syntax",
-            quote(s)
-        )),
     }
 }
 
