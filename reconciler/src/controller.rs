@@ -182,6 +182,7 @@ pub async fn start_with_client(
         shutdown: shutdown.clone(),
         changed: Arc::new(Notify::new()),
         wake,
+        render_cache: Arc::default(),
     };
     let stopped = shutdown.clone();
     let task = tokio::spawn(async move {

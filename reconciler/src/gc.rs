@@ -1,9 +1,10 @@
 //! Garbage collection of published ConfigMaps: which ones to delete ([`plan_gc`]).
 //!
 //! Pure and synchronous, like the rollout planner: the controller lists the ConfigMaps
-//! carrying the pool label in its namespace, passes them with the nodes (as the node
-//! watch shows them, after its first sync: an empty node list protects nothing) and the
-//! current targets, and deletes what comes back.
+//! carrying the pool label in its namespace, passes them with the config references of
+//! the nodes ([`references`], or the fleet's running count of them, as the node watch
+//! shows them after its first sync: an empty list protects nothing) and the current
+//! targets, and deletes what comes back.
 //!
 //! # Rules
 //!
@@ -41,11 +42,25 @@ pub struct PublishedConfigMap {
     pub created: String,
 }
 
+/// What `nodes` name in desired-config, current-config and last-known-good: the
+/// ConfigMaps they protect from garbage collection.
+pub fn references(nodes: &[NodeInfo]) -> Vec<&str> {
+    nodes
+        .iter()
+        .flat_map(|node| {
+            [DESIRED_CONFIG, CURRENT_CONFIG, LAST_KNOWN_GOOD]
+                .into_iter()
+                .filter_map(|key| node.annotations.get(key))
+        })
+        .collect()
+}
+
 /// The names of the ConfigMaps to delete (see the module docs for the rules).
+/// `referenced`: the nodes' config references ([`references`]).
 pub fn plan_gc(
     keep: usize,
     published: &[PublishedConfigMap],
-    nodes: &[NodeInfo],
+    referenced: &[&str],
     targets: &[ConfigRef],
     namespace: &str,
 ) -> Vec<String> {
@@ -58,13 +73,8 @@ pub fn plan_gc(
     };
 
     let target_names: HashSet<String> = targets.iter().cloned().filter_map(in_namespace).collect();
-    let mut protected: HashSet<String> = nodes
+    let mut protected: HashSet<String> = referenced
         .iter()
-        .flat_map(|node| {
-            [DESIRED_CONFIG, CURRENT_CONFIG, LAST_KNOWN_GOOD]
-                .into_iter()
-                .filter_map(|key| node.annotations.get(key))
-        })
         .filter_map(|value| value.parse::<ConfigRef>().ok())
         .filter_map(in_namespace)
         .collect();

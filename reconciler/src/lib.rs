@@ -14,6 +14,7 @@ pub mod cli;
 pub mod controller;
 #[cfg(feature = "demo")]
 pub mod demo;
+pub mod fleet;
 pub mod gc;
 pub mod git;
 pub mod leader;

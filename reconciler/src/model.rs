@@ -8,9 +8,16 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+
+mod index;
+mod strmap;
+
+pub use index::{Placement, PoolIndex, place};
+pub use strmap::{Interner, StrMap};
 
 /// A `metav1.LabelSelector`: every matchLabels pair and every expression must hold. An
 /// empty selector matches every node (as `metav1.LabelSelectorAsSelector` does).
@@ -44,10 +51,10 @@ pub enum Operator {
 
 impl LabelSelector {
     /// Whether `labels` satisfy the selector.
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    pub fn matches(&self, labels: &StrMap) -> bool {
         self.match_labels
             .iter()
-            .all(|(k, v)| labels.get(k) == Some(v))
+            .all(|(k, v)| labels.get(k) == Some(v.as_str()))
             && self.match_expressions.iter().all(|r| r.matches(labels))
     }
 
@@ -93,11 +100,11 @@ impl LabelSelector {
 
 impl Requirement {
     /// Whether `labels` satisfy this requirement.
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    pub fn matches(&self, labels: &StrMap) -> bool {
         let v = labels.get(&self.key);
         match self.operator {
-            Operator::In => v.is_some_and(|v| self.values.contains(v)),
-            Operator::NotIn => v.is_none_or(|v| !self.values.contains(v)),
+            Operator::In => v.is_some_and(|v| self.values.iter().any(|x| x == v)),
+            Operator::NotIn => v.is_none_or(|v| !self.values.iter().any(|x| x == v)),
             Operator::Exists => v.is_some(),
             Operator::DoesNotExist => v.is_none(),
         }
@@ -216,8 +223,10 @@ pub struct PoolSpec {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NodeInfo {
     pub name: String,
-    pub labels: BTreeMap<String, String>,
-    pub annotations: BTreeMap<String, String>,
+    /// Shared strings ([`StrMap`]): a fleet's nodes repeat their labels.
+    pub labels: StrMap,
+    /// The node protocol's annotations only (`kubelet-gitops.io/*`).
+    pub annotations: StrMap,
     /// `metadata.creationTimestamp` as RFC 3339, when known.
     pub created: Option<String>,
     /// `metadata.resourceVersion`, when read from a cluster.
@@ -226,7 +235,7 @@ pub struct NodeInfo {
     /// when known: the agent's `kubelet-gitops.io/node-setup` annotation, or built from an
     /// inventory node. Pools are checked against it before they reach the node
     /// ([`crate::nodecheck`]).
-    pub setup: Option<String>,
+    pub setup: Option<Arc<str>>,
 }
 
 /// A node that two pools of the same priority select.
@@ -236,6 +245,18 @@ pub struct Overlap {
     pub first: (String, String),
     pub second: (String, String),
     pub priority: i32,
+}
+
+impl Overlap {
+    /// `node` is selected by `first` and `second`, of the same priority.
+    pub fn new(node: &str, first: &PoolSpec, second: &PoolSpec) -> Overlap {
+        Overlap {
+            node: node.to_string(),
+            first: (first.name.clone(), first.source_path.clone()),
+            second: (second.name.clone(), second.source_path.clone()),
+            priority: first.priority,
+        }
+    }
 }
 
 impl fmt::Display for Overlap {
@@ -277,33 +298,19 @@ pub fn assign(pools: &[PoolSpec], nodes: &[NodeInfo]) -> Assignment {
         pools: pools.iter().map(|p| (p.name.clone(), Vec::new())).collect(),
         ..Assignment::default()
     };
+    let index = PoolIndex::new(pools);
+    let mut scratch = Vec::new();
     for node in nodes {
-        let mut best: Option<&PoolSpec> = None;
-        let mut tie: Option<&PoolSpec> = None;
-        for pool in pools.iter().filter(|p| p.selector.matches(&node.labels)) {
-            match best {
-                None => best = Some(pool),
-                Some(b) if pool.priority > b.priority => {
-                    best = Some(pool);
-                    tie = None;
-                }
-                Some(b) if pool.priority == b.priority && tie.is_none() => tie = Some(pool),
-                _ => {}
-            }
-        }
-        match (best, tie) {
-            (Some(a), Some(b)) => out.overlaps.push(Overlap {
-                node: node.name.clone(),
-                first: (a.name.clone(), a.source_path.clone()),
-                second: (b.name.clone(), b.source_path.clone()),
-                priority: a.priority,
-            }),
-            (Some(a), None) => out
+        match place(pools, &index, &node.labels, &mut scratch) {
+            Placement::Overlap(a, b) => out
+                .overlaps
+                .push(Overlap::new(&node.name, &pools[a], &pools[b])),
+            Placement::Pool(a) => out
                 .pools
-                .get_mut(&a.name)
+                .get_mut(&pools[a].name)
                 .expect("every pool has an entry")
                 .push(node.name.clone()),
-            (None, _) => out.unassigned.push(node.name.clone()),
+            Placement::None => out.unassigned.push(node.name.clone()),
         }
     }
     for nodes in out.pools.values_mut() {
@@ -337,7 +344,7 @@ mod tests {
     fn node(name: &str, l: &[(&str, &str)]) -> NodeInfo {
         NodeInfo {
             name: name.into(),
-            labels: labels(l),
+            labels: labels(l).into(),
             ..NodeInfo::default()
         }
     }
@@ -352,7 +359,7 @@ mod tests {
 
     #[test]
     fn selector_operators() {
-        let l = labels(&[("pool", "gpu"), ("zone", "a")]);
+        let l: StrMap = labels(&[("pool", "gpu"), ("zone", "a")]).into();
         let sel = |r| LabelSelector {
             match_labels: BTreeMap::new(),
             match_expressions: vec![r],

@@ -255,7 +255,7 @@ mod tests {
         let inv = Inventory::parse("inv.yaml", yaml.as_bytes()).expect("inventory");
         NodeInfo {
             name: name.into(),
-            setup: Some(inv.nodes[0].setup().to_annotation()),
+            setup: Some(inv.nodes[0].setup().to_annotation().into()),
             ..NodeInfo::default()
         }
     }
@@ -351,14 +351,12 @@ mod tests {
         let rendered = render::render_repo(&src, &RenderOptions::default()).expect("renders");
         let target = format!("kubelet-gitops/{}", rendered.pools[0].configmap_name);
         let labelled = |mut n: NodeInfo| {
-            n.labels.insert("pool".into(), "general".into());
+            n.labels.insert("pool", "general");
             n
         };
         let qos = "  kubeletFlags: \"--cgroups-per-qos=false\"\n";
         let mut on_target = labelled(node("done", qos));
-        on_target
-            .annotations
-            .insert(DESIRED_CONFIG.into(), target.clone());
+        on_target.annotations.insert(DESIRED_CONFIG, target.clone());
         let nodes = vec![
             labelled(node("new", qos)),
             on_target,

@@ -31,7 +31,9 @@ mod tree;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+
+use sha2::{Digest, Sha256};
 
 use crate::model::PoolSpec;
 use crate::source::{EntryKind, FileSource};
@@ -94,13 +96,51 @@ impl RenderedRepo {
     }
 }
 
+/// The pools of the last revision that rendered, by their inputs, so that the next
+/// revision renders only the pools whose inputs changed ([`render_repo_cached`]).
+///
+/// A pool's inputs are its file (path and bytes), the settings file, the base file and
+/// the command line's root and globs: the same inputs always render the same pool, so a
+/// pool whose inputs are all unchanged is taken from here, its decoding, merging and
+/// validation skipped. Only the last revision that rendered without an error is kept.
+#[derive(Debug, Default)]
+pub struct RenderCache {
+    pools: HashMap<[u8; 32], RenderedPool>,
+    /// Of the last render: pools rendered, pools reused.
+    last: (usize, usize),
+}
+
+impl RenderCache {
+    /// Of the last render: (pools rendered, pools reused from the cache).
+    pub fn last_render(&self) -> (usize, usize) {
+        self.last
+    }
+}
+
 /// Renders and validates the revision `src` holds. Returns every pool's config, or every
 /// problem found in every file (sorted by file, line and column).
 pub fn render_repo(
     src: &dyn FileSource,
     opts: &RenderOptions,
 ) -> Result<RenderedRepo, Vec<RepoError>> {
+    render_repo_cached(src, opts, &mut RenderCache::default())
+}
+
+/// [`render_repo`], reusing the pools of `cache` whose inputs did not change, and keeping
+/// this revision's pools there when it renders.
+pub fn render_repo_cached(
+    src: &dyn FileSource,
+    opts: &RenderOptions,
+    cache: &mut RenderCache,
+) -> Result<RenderedRepo, Vec<RepoError>> {
     let mut errors = Vec::new();
+    // What every pool's rendering depends on besides its own file.
+    let mut context = Sha256::new();
+    hash_part(&mut context, opts.root.as_bytes());
+    for g in opts.include.iter().chain(&opts.exclude) {
+        hash_part(&mut context, g.as_bytes());
+    }
+    hash_part(&mut context, b"--");
     let root = tree::normalize_root(&opts.root).map_err(|e| vec![e])?;
     let entries = src
         .entries()
@@ -117,6 +157,7 @@ pub fn render_repo(
         }
         Some(_) => match read(src, &settings_path) {
             Ok(bytes) => {
+                hash_part(&mut context, &bytes);
                 if let Some((s, g)) = settings::decode(&settings_path, &bytes, &mut errors) {
                     settings = s;
                     settings_globs = g;
@@ -139,8 +180,12 @@ pub fn render_repo(
         }
     };
 
+    hash_part(&mut context, b"--");
     let base = layout.base.as_ref().and_then(|path| match read(src, path) {
-        Ok(bytes) => kubelet::decode_base(path, &bytes, &mut errors),
+        Ok(bytes) => {
+            hash_part(&mut context, &bytes);
+            kubelet::decode_base(path, &bytes, &mut errors)
+        }
         Err(e) => {
             errors.push(e);
             None
@@ -153,6 +198,9 @@ pub fn render_repo(
     let mut base_errors = kubelet::BaseErrors::default();
     let mut pools: BTreeMap<String, RenderedPool> = BTreeMap::new();
     let mut seen: BTreeMap<String, String> = BTreeMap::new();
+    let context = context.finalize();
+    let mut used: HashMap<[u8; 32], RenderedPool> = HashMap::new();
+    let mut reused = 0;
     for path in &layout.pools {
         let bytes = match read(src, path) {
             Ok(b) => b,
@@ -161,6 +209,24 @@ pub fn render_repo(
                 continue;
             }
         };
+        let mut key = Sha256::new();
+        key.update(context);
+        hash_part(&mut key, path.as_bytes());
+        hash_part(&mut key, &bytes);
+        let key: [u8; 32] = key.finalize().into();
+        // Rendered before from the same inputs: only the name's uniqueness is new (a
+        // duplicate is decoded again below, for its error's line).
+        if let Some(done) = cache
+            .pools
+            .get(&key)
+            .filter(|p| base_ok && !seen.contains_key(&p.spec.name))
+        {
+            seen.insert(done.spec.name.clone(), path.clone());
+            pools.insert(done.spec.name.clone(), done.clone());
+            used.insert(key, done.clone());
+            reused += 1;
+            continue;
+        }
         let Some(doc) = pool::decode(path, &bytes, &settings, &mut errors) else {
             continue;
         };
@@ -181,12 +247,15 @@ pub fn render_repo(
             continue;
         }
         if let Some(rendered) = kubelet::render_pool(doc, &base, &mut errors, &mut base_errors) {
+            used.insert(key, rendered.clone());
             pools.insert(rendered.spec.name.clone(), rendered);
         }
     }
 
     errors.extend(base_errors.into_errors());
     if errors.is_empty() {
+        cache.last = (used.len() - reused, reused);
+        cache.pools = used;
         tracing::debug!(
             source = %src.describe(),
             pools = pools.len(),
@@ -235,6 +304,12 @@ fn finish_errors(errors: Vec<RepoError>) -> Vec<RepoError> {
 }
 
 /// Reads a regular file of the source.
+/// Feeds `bytes` to `h`, length first (so that parts cannot run into each other).
+fn hash_part(h: &mut Sha256, bytes: &[u8]) {
+    h.update((bytes.len() as u64).to_le_bytes());
+    h.update(bytes);
+}
+
 fn read(src: &dyn FileSource, path: &str) -> Result<Vec<u8>, RepoError> {
     src.read(path)
         .map_err(|e| RepoError::new(path, "", format!("cannot read the file: {e}")))

@@ -661,7 +661,7 @@ mod tests {
         .unwrap();
         let node = |name: &str, pool: &str| NodeInfo {
             name: name.into(),
-            labels: [("pool".to_string(), pool.to_string())].into(),
+            labels: [("pool", pool)].into_iter().collect(),
             ..NodeInfo::default()
         };
         let mut nodes: Vec<NodeInfo> = (1..=5)

@@ -244,7 +244,7 @@ pub fn plan_rollout(namespace: &str, pools: &[PoolTarget<'_>], nodes: &[NodeInfo
 }
 
 /// Why a node outside every pool must be unassigned, if it must.
-fn leave_reason(namespace: &str, node: &NodeInfo) -> Option<&'static str> {
+pub(crate) fn leave_reason(namespace: &str, node: &NodeInfo) -> Option<&'static str> {
     match node.annotations.get(DESIRED_CONFIG) {
         Some(desired) => match desired.parse::<ConfigRef>() {
             Ok(ConfigRef::ConfigMap { namespace: ns, .. }) if ns == namespace => {
@@ -254,13 +254,13 @@ fn leave_reason(namespace: &str, node: &NodeInfo) -> Option<&'static str> {
         },
         None => [HEALTH_TIMEOUT, LKG_GRACE, POOL]
             .iter()
-            .any(|k| node.annotations.contains_key(*k))
+            .any(|k| node.annotations.contains_key(k))
             .then_some("stale annotations"),
     }
 }
 
 /// Appends an action unless it is a no-op.
-fn push_action(
+pub(crate) fn push_action(
     actions: &mut Vec<NodeAction>,
     node: &NodeInfo,
     pool: Option<&str>,
@@ -278,7 +278,7 @@ fn push_action(
 }
 
 /// Plans one pool: classifies its nodes, appends its actions, returns its report.
-fn plan_pool(
+pub(crate) fn plan_pool(
     pool: &PoolTarget<'_>,
     mut nodes: Vec<&NodeInfo>,
     actions: &mut Vec<NodeAction>,

@@ -1,6 +1,5 @@
 //! `kubelet-gitops plan`: what merging a revision would do, as Markdown, offline.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
@@ -202,8 +201,8 @@ fn inventory_nodes(path: &Path) -> Result<Vec<NodeInfo>, Failure> {
         .iter()
         .map(|n| NodeInfo {
             name: n.name.clone(),
-            labels: n.registered_labels(),
-            setup: Some(n.setup().to_annotation()),
+            labels: n.registered_labels().into(),
+            setup: Some(n.setup().to_annotation().into()),
             ..NodeInfo::default()
         })
         .collect())
@@ -242,14 +241,10 @@ fn cluster_nodes(kubeconfig: &Path) -> Result<Vec<NodeInfo>, Failure> {
                     .annotations
                     .as_ref()
                     .and_then(|a| a.get(NODE_SETUP))
-                    .cloned();
+                    .map(|s| s.as_str().into());
                 out.push(NodeInfo {
                     name: m.name.unwrap_or_default(),
-                    labels: m
-                        .labels
-                        .unwrap_or_default()
-                        .into_iter()
-                        .collect::<BTreeMap<_, _>>(),
+                    labels: m.labels.unwrap_or_default().into_iter().collect(),
                     annotations: m.annotations.unwrap_or_default().into_iter().collect(),
                     created: m.creation_timestamp.map(|t| t.0.to_string()),
                     resource_version: m.resource_version,

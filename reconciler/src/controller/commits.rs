@@ -12,13 +12,13 @@ use std::sync::Arc;
 use kubelet_gitops_core::message::{cap_per_file, error_chain};
 use tokio::task::JoinSet;
 
-use super::observe::{self, NodeStore};
+use super::observe::NodeCache;
 use super::reconcile::Desired;
 use super::task::{ConfigMaps, Controller, LoopState};
 use crate::git::{CommitSource, PollEvent};
 use crate::model::NodeInfo;
 use crate::nodecheck;
-use crate::render::{RepoError, render_repo};
+use crate::render::{RepoError, render_repo_cached};
 use crate::state::RejectedCommit;
 
 /// Why a fetched commit did not become the desired state.
@@ -39,7 +39,7 @@ impl Controller {
         st: &mut LoopState,
         configmaps: &mut Option<ConfigMaps>,
         tasks: &mut JoinSet<()>,
-        nodes: &NodeStore,
+        nodes: &NodeCache,
     ) {
         let unreachable = matches!(event, PollEvent::Unreachable { .. });
         self.on_poll(event, st);
@@ -56,10 +56,19 @@ impl Controller {
         let url = self.config.git.url.clone();
         let id = commit.to_string();
         let opts = self.config.render.clone();
+        let render_cache = self.render_cache.clone();
         let joined = tokio::task::spawn_blocking(move || {
             let src = CommitSource::open(&cache, &id, &url)
                 .map_err(|e| RenderFailure::Source(error_chain(&e)))?;
-            render_repo(&src, &opts).map_err(RenderFailure::Invalid)
+            let mut render_cache = render_cache.lock().unwrap_or_else(|p| p.into_inner());
+            let started = std::time::Instant::now();
+            let rendered =
+                render_repo_cached(&src, &opts, &mut render_cache).map_err(RenderFailure::Invalid);
+            if rendered.is_ok() {
+                let (pools_rendered, pools_reused) = render_cache.last_render();
+                tracing::debug!(commit = %id, pools_rendered, pools_reused, took = ?started.elapsed(), "rendered");
+            }
+            rendered
         })
         .await;
         let rendered = match joined {
@@ -80,7 +89,7 @@ impl Controller {
 
     /// Renders the fetched commit if not done yet and checks it against the nodes; logs
     /// and records a rejection.
-    pub(super) async fn render_fetched(&self, st: &mut LoopState, nodes: &NodeStore) {
+    pub(super) async fn render_fetched(&self, st: &mut LoopState, nodes: &NodeCache) {
         let Some(commit) = st.fetched.clone() else {
             return;
         };
@@ -148,12 +157,8 @@ impl Controller {
     /// the node, the kubelet flag and the kubelet's message; logged once per outcome, with
     /// the count. `first`: the commit's first check (the nodes not checked are logged
     /// then).
-    fn node_gate(&self, desired: &Desired, nodes: &NodeStore, first: bool) -> bool {
-        let infos: Vec<NodeInfo> = nodes
-            .state()
-            .iter()
-            .map(|m| observe::node_info(m))
-            .collect();
+    fn node_gate(&self, desired: &Desired, nodes: &NodeCache, first: bool) -> bool {
+        let infos: Vec<NodeInfo> = nodes.lock().snapshot();
         let check = nodecheck::check_commit(&desired.rendered, &desired.namespace, &infos);
         if first && !check.unchecked.is_empty() {
             let count: usize = check.unchecked.iter().map(|u| u.nodes.len()).sum();
@@ -196,7 +201,7 @@ impl Controller {
 
     /// Checks the held commit (one some nodes would refuse) again; it becomes the commit
     /// in force once none would.
-    pub(super) fn recheck_held(&self, st: &mut LoopState, nodes: &NodeStore) {
+    pub(super) fn recheck_held(&self, st: &mut LoopState, nodes: &NodeCache) {
         let Some(held) = st.held.clone() else {
             return;
         };

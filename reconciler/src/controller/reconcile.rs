@@ -18,14 +18,14 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::api::{Api, Patch, PatchParams};
 use kubelet_gitops_core::protocol::{ConfigRef, SOURCE_COMMIT};
 
-use super::observe::{ConfigMapStore, NodeStore, NodeView, PendingWrites, published_configmap};
+use super::observe::{ConfigMapStore, NodeCache, PendingWrites, published_configmap};
 use crate::api::{Call, RetryPolicy, retrying};
 use crate::gc::plan_gc;
 use crate::metrics::Metrics;
 use crate::model::Overlap;
 use crate::publish::{self, FIELD_MANAGER, PublishError, Published, SourceInfo};
 use crate::render::RenderedRepo;
-use crate::rollout::{NodeAction, PoolPhase, PoolReport, PoolTarget, RolloutPlan, plan_rollout};
+use crate::rollout::{NodeAction, PoolPhase, PoolReport, PoolTarget, RolloutPlan};
 use crate::state::AppliedCommit;
 
 /// A commit that rendered and validated: what the cluster should converge to.
@@ -110,9 +110,8 @@ pub(crate) struct Reconciler {
     concurrency: usize,
     /// The repository URL, for the ConfigMaps' source annotation.
     repo_url: String,
-    nodes: NodeStore,
-    /// The nodes as planning sees them.
-    view: NodeView,
+    /// The fleet (nodes, pools, last plans, pending node writes), fed by the node watch.
+    nodes: NodeCache,
     pending: PendingWrites,
     /// The namespace the pending ConfigMap writes were made in.
     pending_namespace: String,
@@ -129,7 +128,7 @@ impl Reconciler {
     /// Whether none of this replica's writes waits to be seen by the watches: then a
     /// reconcile over unchanged caches plans what the last one planned.
     pub(crate) fn settled(&self) -> bool {
-        self.pending.is_empty()
+        self.pending.is_empty() && self.nodes.lock().settled()
     }
 
     pub(crate) fn new(
@@ -138,7 +137,7 @@ impl Reconciler {
         retry: RetryPolicy,
         concurrency: usize,
         repo_url: String,
-        nodes: NodeStore,
+        nodes: NodeCache,
     ) -> Reconciler {
         Reconciler {
             client,
@@ -147,7 +146,6 @@ impl Reconciler {
             concurrency: concurrency.max(1),
             repo_url,
             nodes,
-            view: NodeView::default(),
             pending: PendingWrites::default(),
             pending_namespace: String::new(),
             logged_overlaps: HashSet::new(),
@@ -262,7 +260,6 @@ impl Reconciler {
         outcome.sources = self.sources(desired, configmaps);
 
         // Plan.
-        let nodes = self.view.refresh(&self.nodes, &mut self.pending);
         let created_of = |name: &str| {
             published
                 .iter()
@@ -285,14 +282,20 @@ impl Reconciler {
             .pools
             .iter()
             .all(|p| published.iter().any(|c| c.name == p.configmap_name));
-        let plan = plan_rollout(ns, &targets, nodes);
-        let node_count = nodes.len();
+        let (plan, node_count, replanned) = {
+            let mut fleet = self.nodes.lock();
+            fleet.expire_pending(Instant::now());
+            fleet.set_pools(ns, &targets);
+            let replanned = fleet.marked_pools();
+            (fleet.plan(), fleet.len(), replanned)
+        };
         self.log_overlaps(&plan.overlaps);
         self.log_phases(&plan.pools);
         self.metrics.set_pools(&plan.pools, plan.overlaps.len());
         tracing::debug!(
             nodes = node_count,
             actions = plan.actions.len(),
+            pools_planned = replanned,
             planned_in = ?started.elapsed(),
             "planned"
         );
@@ -320,19 +323,18 @@ impl Reconciler {
         }
 
         // Garbage collection, against the nodes as they are now (with this round's writes).
-        let nodes = if written > 0 {
-            self.view.refresh(&self.nodes, &mut self.pending)
-        } else {
-            self.view.current()
-        };
         let target_refs: Vec<ConfigRef> = targets.iter().map(|t| t.target.clone()).collect();
-        let doomed = plan_gc(
-            desired.rendered.settings.keep_configmaps,
-            &published,
-            nodes,
-            &target_refs,
-            ns,
-        );
+        let doomed = {
+            let fleet = self.nodes.lock();
+            let referenced: Vec<&str> = fleet.referenced().collect();
+            plan_gc(
+                desired.rendered.settings.keep_configmaps,
+                &published,
+                &referenced,
+                &target_refs,
+                ns,
+            )
+        };
         for name in doomed {
             if !may_write() {
                 break;
@@ -464,7 +466,9 @@ impl Reconciler {
                 Some(Ok(())) => {
                     written += 1;
                     self.metrics.node_written();
-                    self.pending.node_patched(&action.node, &action.patch());
+                    self.nodes
+                        .lock()
+                        .node_patched(&action.node, &action.patch(), Instant::now());
                     tracing::info!(
                         node = %action.node,
                         pool = action.pool.as_deref().unwrap_or(""),

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::RunConfig;
 use super::error::RunError;
-use super::observe::{self, ConfigMapStore, NodeStore};
+use super::observe::{self, ConfigMapStore, NodeCache};
 use super::reconcile::{Desired, ReconcileError, Reconciler};
 use crate::git::{PollEvent, Poller};
 use crate::leader::{LeaderElector, LeaderStatus};
@@ -50,6 +50,9 @@ pub(super) struct Controller {
     pub(super) changed: Arc<Notify>,
     /// Wakes the poller (the webhook).
     pub(super) wake: Arc<Notify>,
+    /// The pools of the last commit that rendered: a new commit renders only the pools
+    /// whose files changed.
+    pub(super) render_cache: Arc<std::sync::Mutex<crate::render::RenderCache>>,
 }
 
 /// The ConfigMap reflector of the namespace in use.
@@ -137,7 +140,7 @@ impl Controller {
 
     pub(super) async fn run(self) -> Result<(), RunError> {
         let mut tasks = JoinSet::new();
-        let (nodes, node_driver) = observe::node_reflector(
+        let (nodes, node_driver) = observe::node_watch(
             self.client.clone(),
             self.metrics.clone(),
             self.changed.clone(),
@@ -238,7 +241,7 @@ impl Controller {
     /// Review of the pull-request `heads`, in a task of its own, when enabled.
     fn spawn_reviewer(
         &self,
-        nodes: &NodeStore,
+        nodes: &NodeCache,
         heads: watch::Receiver<BTreeMap<String, String>>,
         tasks: &mut JoinSet<()>,
     ) {
@@ -258,31 +261,21 @@ impl Controller {
             },
             writer,
             self.metrics.clone(),
-            Box::new(move || {
-                store
-                    .state()
-                    .iter()
-                    .map(|m| observe::node_info(m))
-                    .collect()
-            }),
+            Box::new(move || store.lock().snapshot()),
             self.shutdown.child_token(),
         );
         tasks.spawn(reviewer.run(heads, self.sync.subscribe()));
     }
 
     /// Waits for a cache's first list (`ready`), or shutdown (false).
-    async fn wait_ready(
-        &self,
-        ready: impl Future<Output = Result<(), kube::runtime::reflector::store::WriterDropped>>,
-        what: &str,
-    ) -> bool {
+    async fn wait_ready(&self, ready: impl Future<Output = bool>, what: &str) -> bool {
         tokio::select! {
             () = self.shutdown.cancelled() => false,
-            r = ready => {
-                if r.is_err() {
+            ok = ready => {
+                if !ok {
                     tracing::error!(cache = what, "cache writer dropped before its first sync");
                 }
-                r.is_ok()
+                ok
             }
         }
     }
@@ -313,12 +306,15 @@ impl Controller {
             store: store.clone(),
             task,
         });
-        self.wait_ready(store.wait_until_ready(), "configmaps")
-            .await
-            .then_some(store)
+        self.wait_ready(
+            async { store.wait_until_ready().await.is_ok() },
+            "configmaps",
+        )
+        .await
+        .then_some(store)
     }
 
-    fn reconciler(&self, nodes: &NodeStore) -> Reconciler {
+    fn reconciler(&self, nodes: &NodeCache) -> Reconciler {
         Reconciler::new(
             self.client.clone(),
             self.metrics.clone(),
@@ -382,7 +378,7 @@ impl Controller {
 
     async fn run_loop(
         &self,
-        nodes: &NodeStore,
+        nodes: &NodeCache,
         gate: &WriteGate,
         mut leader_rx: Option<watch::Receiver<LeaderStatus>>,
         tasks: &mut JoinSet<()>,
@@ -392,7 +388,7 @@ impl Controller {
         if !self.wait_ready(nodes.wait_until_ready(), "nodes").await {
             return Ok(());
         }
-        tracing::info!(nodes = nodes.len(), "node cache synced");
+        tracing::info!(nodes = nodes.lock().len(), "node cache synced");
 
         let mut reconciler = self.reconciler(nodes);
         let mut configmaps: Option<ConfigMaps> = None;
@@ -464,7 +460,7 @@ impl Controller {
         configmaps: &mut Option<ConfigMaps>,
         gate: &WriteGate,
         tasks: &mut JoinSet<()>,
-        nodes: &NodeStore,
+        nodes: &NodeCache,
     ) -> bool {
         st.next_run = None;
         self.recheck_held(st, nodes);
@@ -506,7 +502,7 @@ impl Controller {
 
     async fn run_once(
         &self,
-        nodes: &NodeStore,
+        nodes: &NodeCache,
         gate: &WriteGate,
         tasks: &mut JoinSet<()>,
     ) -> Result<(), RunError> {

@@ -76,7 +76,10 @@ fn never_deletes_what_a_node_names_or_a_target() {
     ];
     // The target is an old one (a revert): it stays too.
     let targets = [cm(&gpu(4)), ConfigRef::configmap("elsewhere", gpu(5))];
-    assert_eq!(plan_gc(0, &cms, &nodes, &targets, NS), vec![gpu(5)]);
+    assert_eq!(
+        plan_gc(0, &cms, &references(&nodes), &targets, NS),
+        vec![gpu(5)]
+    );
 }
 
 #[test]
@@ -97,7 +100,7 @@ fn a_removed_pool_goes_once_no_node_names_it() {
         .lkg(&format!("{NS}/kubelet-old-000000000b"))
         .build()];
     assert_eq!(
-        plan_gc(10, &cms, &nodes, &targets, NS),
+        plan_gc(10, &cms, &references(&nodes), &targets, NS),
         vec!["kubelet-old-000000000a".to_string()]
     );
     assert_eq!(

@@ -1,5 +1,3 @@
-use std::collections::BTreeMap;
-
 use super::markdown::{invalid_markdown, invalid_summary, summary, to_markdown};
 use super::*;
 use crate::render::{RenderOptions, render_repo};
@@ -42,8 +40,8 @@ fn repo(files: &[(&str, String)]) -> RenderedRepo {
 fn node(name: &str, pool: &str) -> NodeInfo {
     NodeInfo {
         name: name.into(),
-        labels: BTreeMap::from([("pool".to_string(), pool.to_string())]),
-        setup: Some(setup_with_flags(&[])),
+        labels: [("pool", pool)].into_iter().collect(),
+        setup: Some(setup_with_flags(&[]).into()),
         ..NodeInfo::default()
     }
 }
@@ -60,7 +58,7 @@ fn setup_with_flags(flags: &[&str]) -> String {
 
 fn flagged(mut n: NodeInfo, flags: &str) -> NodeInfo {
     let words: Vec<&str> = flags.split_whitespace().collect();
-    n.setup = Some(setup_with_flags(&words));
+    n.setup = Some(setup_with_flags(&words).into());
     n
 }
 

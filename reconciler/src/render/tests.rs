@@ -1044,3 +1044,53 @@ fn a_valid_config_too_large_once_written_out_is_an_error_of_the_pool_not_an_inte
         "{got}"
     );
 }
+
+/// A revision that changes one pool renders that pool only; what comes out is what a
+/// render from scratch gives, errors included.
+#[test]
+fn the_cache_renders_only_what_changed() {
+    let mut cache = RenderCache::default();
+    let opts = RenderOptions::default();
+    let render = |files: &[(&str, &str)], cache: &mut RenderCache| {
+        let src = source(files);
+        let cached = render_repo_cached(&src, &opts, cache);
+        let fresh = render_repo(&src, &opts);
+        assert_eq!(
+            cached.as_ref().map_err(|e| lines(e)),
+            fresh.as_ref().map_err(|e| lines(e)),
+            "cached and fresh renders agree"
+        );
+        cached
+    };
+    render(&full(), &mut cache).expect("renders");
+    assert_eq!(
+        cache.last_render(),
+        (2, 0),
+        "first revision: every pool rendered"
+    );
+
+    let gpu2 = GPU.replace("maxPods: 64", "maxPods: 80");
+    let mut files = full();
+    files[2] = ("pools/gpu.yaml", gpu2.as_str());
+    render(&files, &mut cache).expect("renders");
+    assert_eq!(cache.last_render(), (1, 1), "only gpu rendered again");
+
+    // The base changes: every pool depends on it.
+    let base2 = BASE.replace("10.96.0.10", "10.96.0.11");
+    files[1] = ("base/kubelet.yaml", base2.as_str());
+    render(&files, &mut cache).expect("renders");
+    assert_eq!(cache.last_render(), (2, 0));
+
+    // A copy of a cached pool under another file name: the duplicate is found, with its
+    // line, exactly as without the cache; the cache keeps the last good revision.
+    files.push(("pools/gpu-copy.yaml", gpu2.as_str()));
+    assert!(render(&files, &mut cache).is_err());
+    assert_eq!(cache.last_render(), (2, 0));
+    files.pop();
+    render(&files, &mut cache).expect("renders");
+    assert_eq!(
+        cache.last_render(),
+        (0, 2),
+        "nothing changed since the last good one"
+    );
+}

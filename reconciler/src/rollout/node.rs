@@ -68,7 +68,7 @@ pub(crate) struct NodeView<'a> {
 
 impl<'a> NodeView<'a> {
     pub fn of(node: &'a NodeInfo) -> NodeView<'a> {
-        let get = |key: &str| node.annotations.get(key).map(String::as_str);
+        let get = |key: &str| node.annotations.get(key);
         let parse = |key: &str| get(key).and_then(|v| v.parse::<ConfigRef>().ok());
         NodeView {
             desired: parse(DESIRED_CONFIG),

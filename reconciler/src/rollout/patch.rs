@@ -73,5 +73,5 @@ pub fn annotation_patch(pool: Option<&str>, change: &NodeChange) -> Value {
 pub fn is_noop(node: &NodeInfo, pool: Option<&str>, change: &NodeChange) -> bool {
     annotation_values(pool, change)
         .iter()
-        .all(|(key, value)| node.annotations.get(*key).map(String::as_str) == value.as_deref())
+        .all(|(key, value)| node.annotations.get(key) == value.as_deref())
 }

@@ -176,7 +176,7 @@ pub fn apply_action(nodes: &mut [NodeInfo], action: &NodeAction) {
 /// A fake agent: moves a node one step towards its desired config (observe and start
 /// Downloading, then Applying, Verifying, Done). Returns whether it changed anything.
 pub fn agent_step(node: &mut NodeInfo) -> bool {
-    let Some(desired) = node.annotations.get(DESIRED_CONFIG).cloned() else {
+    let Some(desired) = node.annotations.get(DESIRED_CONFIG).map(str::to_string) else {
         return false;
     };
     let observed = node.annotations.get(OBSERVED_CONFIG);
@@ -184,7 +184,7 @@ pub fn agent_step(node: &mut NodeInfo) -> bool {
         .annotations
         .get(STATE)
         .and_then(|s| s.parse::<State>().ok());
-    let next = if observed != Some(&desired) {
+    let next = if observed != Some(desired.as_str()) {
         State::Downloading
     } else {
         match state {
@@ -195,12 +195,12 @@ pub fn agent_step(node: &mut NodeInfo) -> bool {
         }
     };
     let a = &mut node.annotations;
-    a.insert(OBSERVED_CONFIG.to_string(), desired.clone());
-    a.insert(STATE.to_string(), next.as_str().to_string());
+    a.insert(OBSERVED_CONFIG, desired.as_str());
+    a.insert(STATE, next.as_str());
     a.remove(MESSAGE);
     if next == State::Done {
-        a.insert(CURRENT_CONFIG.to_string(), desired.clone());
-        a.insert(LAST_KNOWN_GOOD.to_string(), desired);
+        a.insert(CURRENT_CONFIG, desired.as_str());
+        a.insert(LAST_KNOWN_GOOD, desired);
     }
     true
 }

@@ -510,7 +510,7 @@ fn planning_again_after_applying_changes_nothing() {
             .done_on("gpu", &format!("{NS}/kubelet-gpu-old"))
             .build(),
     );
-    nodes[6].annotations.insert(LKG_GRACE.into(), "1h".into());
+    nodes[6].annotations.insert(LKG_GRACE, "1h");
     let pools = [
         target(&gpu, "kubelet-gpu-new"),
         target(&cpu, "kubelet-cpu-new"),
