@@ -3,15 +3,17 @@
 //! ```text
 //!  Poller (own task) ──NewCommit──> render (blocking pool) ──valid──> Desired
 //!        │                                  └─invalid─> SyncState.rejected, nothing applied
-//!  Node / ConfigMap reflectors ──changed──┐
+//!  Node watch (fleet) / ConfigMaps ──changed──┐
 //!  lease (leader.rs) ──role changed───────┤
 //!  poll tick / webhook ───────────────────┴─> reconcile (at most every 200 ms)
 //!                                              publish -> plan -> patch Nodes -> GC
 //! ```
 //!
-//! - **Observe**: Node metadata and the published ConfigMaps come from reflectors
-//!   ([`observe`]); nothing is read from the API server during a reconcile, so a
-//!   converged cluster costs no request at all.
+//! - **Observe**: Node metadata feeds the [`crate::fleet::Fleet`] one watch event at a
+//!   time, and the published ConfigMaps come from a reflector ([`observe`]); nothing is
+//!   read from the API server during a reconcile, so a converged cluster costs no
+//!   request at all, and a round plans again only the pools whose nodes or target
+//!   changed.
 //! - **Plan** is pure ([`crate::rollout::plan_rollout`], [`crate::gc::plan_gc`]).
 //! - **Apply** ([`reconcile`]) is the only code that writes, and only while this
 //!   replica may (leader election, not shutting down). A failed round is retried with
