@@ -73,10 +73,54 @@ use support::apiserver::{ApiserverMetrics, SERVICE_ACCOUNTS};
 use support::real::{NodeView, RealServer, upstream};
 use support::*;
 
-const POOLS: usize = 50;
-const NODES: usize = 5_000;
-const BIG: usize = 1_000;
 const IDLE_POLLS: u64 = 10;
+
+/// The fleet's size: 5,000 nodes in 50 pools, 1,000 of them in pool `big`, unless
+/// `BENCH_NODES`, `BENCH_POOLS`, `BENCH_BIG` say otherwise; `BENCH_BIG_MAX_UNAVAILABLE`
+/// is the changed pool's maxUnavailable (100%); `BENCH_SERVERS` (`sim,real`) picks the
+/// servers.
+struct Params {
+    nodes: usize,
+    pools: usize,
+    big: usize,
+    big_max_unavailable: String,
+    servers: String,
+}
+
+static PARAMS: std::sync::LazyLock<Params> = std::sync::LazyLock::new(|| {
+    let num = |name: &str, default: usize| {
+        std::env::var(name)
+            .ok()
+            .map(|v| v.replace(['_', ','], ""))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let p = Params {
+        nodes: num("BENCH_NODES", 5_000),
+        pools: num("BENCH_POOLS", 50),
+        big: num("BENCH_BIG", 1_000),
+        big_max_unavailable: std::env::var("BENCH_BIG_MAX_UNAVAILABLE")
+            .unwrap_or_else(|_| "100%".into()),
+        servers: std::env::var("BENCH_SERVERS").unwrap_or_else(|_| "sim,real".into()),
+    };
+    assert!(
+        p.pools >= 2 && p.big < p.nodes,
+        "BENCH_POOLS >= 2 and BENCH_BIG < BENCH_NODES"
+    );
+    p
+});
+/// Nodes in all.
+fn fleet_nodes() -> usize {
+    PARAMS.nodes
+}
+/// Pools in all (`big` included).
+fn fleet_pools() -> usize {
+    PARAMS.pools
+}
+/// Nodes of pool `big`, the one the change phase changes.
+fn big_pool() -> usize {
+    PARAMS.big
+}
 const INTERVAL: &str = "500ms";
 /// Node objects created on the real server at a time.
 const CREATE_CONCURRENCY: usize = 32;
@@ -112,16 +156,16 @@ fn status_kb(pid: u32, field: &str) -> u64 {
 }
 
 fn pool_names() -> Vec<String> {
-    (0..POOLS - 1).map(|i| format!("p{i:02}")).collect()
+    (0..fleet_pools() - 1).map(|i| format!("p{i:02}")).collect()
 }
 
 /// 4,000 nodes over 49 pools, and 1,000 in pool `big`.
 fn inventory() -> Inventory {
     let names = pool_names();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-    let mut inv = Inventory::generate(NODES - BIG, &refs);
+    let mut inv = Inventory::generate(fleet_nodes() - big_pool(), &refs);
     let template = inv.nodes[0].clone();
-    for i in 0..BIG {
+    for i in 0..big_pool() {
         let mut n = template.clone();
         n.name = format!("big-{i:04}");
         n.labels.insert(POOL_LABEL.into(), "big".into());
@@ -139,12 +183,13 @@ fn write_repo(repo: &ConfigRepo, big_max_pods: u32) {
             &pool_yaml(p, p, rollout, &format!("    maxPods: {}\n", 50 + i)),
         );
     }
+    let big_rollout = format!("maxUnavailable: {}, canary: 0", PARAMS.big_max_unavailable);
     repo.write(
         "pools/big.yaml",
         &pool_yaml(
             "big",
             "big",
-            rollout,
+            &big_rollout,
             &format!("    maxPods: {big_max_pods}\n"),
         ),
     );
@@ -263,6 +308,7 @@ enum Server {
 impl Server {
     /// The simulated API server with the inventory's Nodes, and the double.
     async fn sim() -> (Server, Setup) {
+        let n = fleet_nodes();
         let started = Instant::now();
         let mut h = Harness::start(inventory()).await;
         h.start_agent(AgentOptions {
@@ -274,12 +320,13 @@ impl Server {
             server: started.elapsed(),
             nodes: None,
         };
-        eprintln!("sim with {NODES} nodes up in {:.1?}", setup.server);
+        eprintln!("sim with {n} nodes up in {:.1?}", setup.server);
         (Server::Sim(h), setup)
     }
 
     /// etcd and kube-apiserver with deploy/base, the inventory's Nodes created, the double.
     async fn real(bins: kubelet_gitops_e2e::real::UpstreamBinaries) -> (Server, Setup) {
+        let n = fleet_nodes();
         let started = Instant::now();
         let dir = tempfile::Builder::new()
             .prefix("kubelet-gitops-bench-")
@@ -289,7 +336,7 @@ impl Server {
         let up = started.elapsed();
         let created = server.create_nodes(&inventory(), CREATE_CONCURRENCY).await;
         eprintln!(
-            "real: control plane and deploy/base up in {up:.1?}; {NODES} Nodes created in {created:.1?} ({CREATE_CONCURRENCY} at a time)"
+            "real: control plane and deploy/base up in {up:.1?}; {n} Nodes created in {created:.1?} ({CREATE_CONCURRENCY} at a time)"
         );
         let agent = AgentDouble::start(
             server.admin_kubeconfig(),
@@ -492,13 +539,14 @@ impl Figures {
     /// ConfigMap. The sim's log shows one write per node node by node; on the real
     /// server, 1,000 patches and 1,000 nodes changed can only be one each.
     fn ok(&self) -> bool {
-        self.initial_counted.summary() == format!("{NODES} / {POOLS} / 0")
+        let (n, p) = (fleet_nodes(), fleet_pools());
+        self.initial_counted.summary() == format!("{n} / {p} / 0")
             && self.idle.writes.is_empty()
             && self.cpu_per_poll < Duration::from_millis(50)
-            && self.patches() == BIG
+            && self.patches() == big_pool()
             && self.creates() == 1
             && self.other() == 0
-            && self.changed_nodes == BIG
+            && self.changed_nodes == big_pool()
             && self.changed.most_per_node.is_none_or(|m| m == 1)
     }
 }
@@ -506,7 +554,7 @@ impl Figures {
 /// The three phases against `server`.
 async fn measure(server: &Server, setup: Setup, label: &str) -> Figures {
     write_repo(server.repo(), 100);
-    server.repo().commit("50 pools");
+    server.repo().commit(&format!("{} pools", fleet_pools()));
     let admin_port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("free port");
@@ -524,7 +572,7 @@ async fn measure(server: &Server, setup: Setup, label: &str) -> Figures {
     eprintln!("{label}: kubelet-gitops run is pid {pid}");
     server
         .wait_nodes("initial rollout", |nodes| {
-            nodes.len() == NODES && nodes.iter().all(NodeView::settled_done)
+            nodes.len() == fleet_nodes() && nodes.iter().all(NodeView::settled_done)
         })
         .await;
     let initial = t.elapsed();
@@ -628,6 +676,13 @@ async fn bench() {
     server.shutdown().await;
     eprintln!("sim run took {:.1?}", started.elapsed());
 
+    let bins = bins.and_then(|b| {
+        if PARAMS.servers.contains("real") {
+            Ok(b)
+        } else {
+            Err(format!("not asked for (BENCH_SERVERS={})", PARAMS.servers))
+        }
+    });
     let real = match bins {
         Ok(bins) => {
             let t = Instant::now();
@@ -670,11 +725,12 @@ fn both<T>(sim: &Figures, real: Option<&Figures>, f: impl Fn(&Figures) -> T) -> 
 }
 
 fn print_table(sim: &Figures, real: Option<&Figures>) {
+    let (n, p, b) = (fleet_nodes(), fleet_pools(), big_pool());
     let line = |what: &str, (s, r): (String, Option<String>), target: &str| row(what, s, r, target);
     let dur = |d: Duration| format!("{d:.2?}");
     println!();
     println!(
-        "kubelet-gitops run: {NODES} nodes, {POOLS} pools; agents played by a test double; sim = simulated API server, real = kube-apiserver v1.36 + etcd"
+        "kubelet-gitops run: {n} nodes, {p} pools; agents played by a test double; sim = simulated API server, real = kube-apiserver v1.36 + etcd"
     );
     println!();
     println!(
@@ -694,7 +750,7 @@ fn print_table(sim: &Figures, real: Option<&Figures>) {
         "",
     );
     line(
-        &format!("setup: {NODES} Node objects created, {CREATE_CONCURRENCY} at a time"),
+        &format!("setup: {n} Node objects created, {CREATE_CONCURRENCY} at a time"),
         (
             "(in setup)".into(),
             real.map(|f| f.setup.nodes.map(dur).unwrap_or_default()),
@@ -702,14 +758,14 @@ fn print_table(sim: &Figures, real: Option<&Figures>) {
         "",
     );
     line(
-        "initial rollout, 5,000 nodes at maxUnavailable 100% (wall)",
+        &format!("initial rollout, {n} nodes at maxUnavailable 100% (wall)"),
         both(sim, real, |f| dur(f.initial)),
         "",
     );
     line(
         "initial: node patches / ConfigMaps created / other writes",
         both(sim, real, |f| f.initial_counted.summary()),
-        &format!("{NODES} / {POOLS} / 0"),
+        &format!("{n} / {p} / 0"),
     );
     line(
         "initial: API requests of any kind by the reconciler",
@@ -742,14 +798,17 @@ fn print_table(sim: &Figures, real: Option<&Figures>) {
         "",
     );
     line(
-        "change 1 pool of 1,000 nodes: wall, commit to all Done",
+        &format!(
+            "change 1 pool of {b} nodes (maxUnavailable {}): wall, commit to all Done",
+            PARAMS.big_max_unavailable
+        ),
         both(sim, real, |f| dur(f.change)),
         "",
     );
     line(
         "change: node patches",
         both(sim, real, |f| f.patches().to_string()),
-        &format!("= {BIG} (one per node)"),
+        &format!("= {b} (one per node)"),
     );
     line(
         "change: most patches of one node",
@@ -778,7 +837,7 @@ fn print_table(sim: &Figures, real: Option<&Figures>) {
     line(
         "change: nodes of pool big Done on the new ConfigMap",
         both(sim, real, |f| f.changed_nodes.to_string()),
-        &BIG.to_string(),
+        &big_pool().to_string(),
     );
     let cpu = |c: &Counted| c.server_cpu.map_or_else(|| "n/a".to_string(), dur);
     line(
@@ -820,7 +879,7 @@ fn print_table(sim: &Figures, real: Option<&Figures>) {
     println!();
     if real.is_some() {
         println!(
-            "real: writes from kube-apiserver's apiserver_request_total, less the agent double's accepted node patches and the API server's Lease renewals; requests of any kind from the `service-accounts` flow schema (the reconciler's token); most patches of one node is not in the metrics: {BIG} patches and {BIG} nodes changed means one each"
+            "real: writes from kube-apiserver's apiserver_request_total, less the agent double's accepted node patches and the API server's Lease renewals; requests of any kind from the `service-accounts` flow schema (the reconciler's token); most patches of one node is not in the metrics: {b} patches and {b} nodes changed means one each"
         );
     }
     for (label, f) in [("sim", Some(sim)), ("real", real)].into_iter() {
