@@ -426,64 +426,74 @@ impl Reconciler {
         };
         let retry = self.retry;
         let metrics = self.metrics.clone();
-        // The futures are built first: a closure inside the stream adapter would make the
-        // whole loop's future fail to be `Send` (rust-lang/rust#102211).
-        let sends: Vec<_> = actions
-            .iter()
-            .enumerate()
-            .map(|(i, action)| {
-                let (api, params, metrics) = (api.clone(), params.clone(), metrics.clone());
-                let value = action.patch();
-                let node = action.node.clone();
-                async move {
-                    if !may_write() {
-                        return (i, None);
-                    }
-                    let patch = Patch::Merge(&value);
-                    let call = Call {
-                        verb: "patch",
-                        resource: "nodes",
-                        name: &node,
-                    };
-                    let r = retrying(call, &retry, &metrics, || {
-                        api.patch_metadata(&node, &params, &patch)
-                    })
-                    .await;
-                    (i, Some(r.map(|_| ())))
-                }
-            })
-            .collect();
-        let results: Vec<(usize, Option<Result<(), kube::Error>>)> = futures::stream::iter(sends)
-            .buffer_unordered(self.concurrency)
-            .collect()
-            .await;
+        // The futures are built first, a chunk at a time: a closure inside the stream
+        // adapter would make the whole loop's future fail to be `Send`
+        // (rust-lang/rust#102211), and an unstarted request future is as large as a started
+        // one (kilobytes: 20,000 of them at once were most of the reconciler's peak memory
+        // in a 20,000-node rollout).
         let mut written = 0;
         let mut failures = Vec::new();
-        for (i, result) in results {
-            let action = &actions[i];
-            match result {
-                None => {}
-                Some(Ok(())) => {
-                    written += 1;
-                    self.metrics.node_written();
-                    self.nodes
-                        .lock()
-                        .node_patched(&action.node, &action.patch(), Instant::now());
-                    tracing::info!(
-                        node = %action.node,
-                        pool = action.pool.as_deref().unwrap_or(""),
-                        change = %describe(action),
-                        reason = %action.reason,
-                        "node assigned"
-                    );
-                }
-                Some(Err(e)) => {
-                    tracing::warn!(
-                        node = %action.node,
-                        error = %kubelet_gitops_core::message::error_chain(&e),
-                        "node write failed"
-                    );
-                    failures.push((action.node.clone(), e));
+        let chunk_len = self.concurrency * 32;
+        for (c, chunk) in actions.chunks(chunk_len).enumerate() {
+            let sends: Vec<_> = chunk
+                .iter()
+                .enumerate()
+                .map(|(j, action)| {
+                    let i = c * chunk_len + j;
+                    let (api, params, metrics) = (api.clone(), params.clone(), metrics.clone());
+                    let value = action.patch();
+                    let node = action.node.clone();
+                    async move {
+                        if !may_write() {
+                            return (i, None);
+                        }
+                        let patch = Patch::Merge(&value);
+                        let call = Call {
+                            verb: "patch",
+                            resource: "nodes",
+                            name: &node,
+                        };
+                        let r = retrying(call, &retry, &metrics, || {
+                            api.patch_metadata(&node, &params, &patch)
+                        })
+                        .await;
+                        (i, Some(r.map(|_| ())))
+                    }
+                })
+                .collect();
+            let results: Vec<(usize, Option<Result<(), kube::Error>>)> =
+                futures::stream::iter(sends)
+                    .buffer_unordered(self.concurrency)
+                    .collect()
+                    .await;
+            for (i, result) in results {
+                let action = &actions[i];
+                match result {
+                    None => {}
+                    Some(Ok(())) => {
+                        written += 1;
+                        self.metrics.node_written();
+                        self.nodes.lock().node_patched(
+                            &action.node,
+                            &action.patch(),
+                            Instant::now(),
+                        );
+                        tracing::info!(
+                            node = %action.node,
+                            pool = action.pool.as_deref().unwrap_or(""),
+                            change = %describe(action),
+                            reason = %action.reason,
+                            "node assigned"
+                        );
+                    }
+                    Some(Err(e)) => {
+                        tracing::warn!(
+                            node = %action.node,
+                            error = %kubelet_gitops_core::message::error_chain(&e),
+                            "node write failed"
+                        );
+                        failures.push((action.node.clone(), e));
+                    }
                 }
             }
         }
