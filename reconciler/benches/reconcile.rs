@@ -25,7 +25,11 @@
 //!    nothing is unsettled; a full resync runs every 10 minutes) must
 //!    make zero API writes; their CPU time is measured from the child's
 //!    `/proc/<pid>/task/*/schedstat` (nanoseconds on CPU, every thread).
-//! 3. One pool (1,000 nodes) changes: exactly one write per node plus the ConfigMap.
+//! 3. Status churn: the bench posts Node status heartbeats as kubelets do (a strategic
+//!    merge patch of the Ready condition's heartbeat time), `BENCH_CHURN_RATE` a second
+//!    (1,000) for `BENCH_CHURN_SECONDS` (10): the reconciler's CPU per 1,000 events, and no
+//!    write from it.
+//! 4. One pool (1,000 nodes) changes: exactly one write per node plus the ConfigMap.
 //!
 //! Figures on the project's 2-core machine (docs/reconciler.md#figures):
 //!
@@ -376,6 +380,14 @@ impl Server {
         }
     }
 
+    /// A kubeconfig that may write Node status (the churn's, as the kubelets).
+    fn admin_kubeconfig(&self) -> PathBuf {
+        match self {
+            Server::Sim(h) => h.sim.kubeconfig_path().to_path_buf(),
+            Server::Real { server, .. } => server.admin_kubeconfig().to_path_buf(),
+        }
+    }
+
     /// The reconciler's kubeconfig.
     fn kubeconfig(&self) -> PathBuf {
         match self {
@@ -510,6 +522,12 @@ struct Figures {
     idle_polls: f64,
     idle: Counted,
     cpu_per_poll: Duration,
+    /// Node status patches sent by the churn phase.
+    churn_events: usize,
+    /// The reconciler's CPU over the churn phase.
+    churn_cpu: Duration,
+    /// The reconciler's writes during the churn.
+    churned: Counted,
     reconcile_wall: Duration,
     change: Duration,
     changed: Counted,
@@ -538,10 +556,17 @@ impl Figures {
     /// initial rollout, none while idle, one per node of the changed pool and its
     /// ConfigMap. The sim's log shows one write per node node by node; on the real
     /// server, 1,000 patches and 1,000 nodes changed can only be one each.
+    /// The reconciler's CPU per 1,000 status events.
+    fn churn_per_thousand(&self) -> Duration {
+        self.churn_cpu * 1000 / (self.churn_events.max(1) as u32)
+    }
+
     fn ok(&self) -> bool {
         let (n, p) = (fleet_nodes(), fleet_pools());
         self.initial_counted.summary() == format!("{n} / {p} / 0")
             && self.idle.writes.is_empty()
+            && self.churned.writes.is_empty()
+            && self.churn_events > 0
             && self.cpu_per_poll < Duration::from_millis(50)
             && self.patches() == big_pool()
             && self.creates() == 1
@@ -551,7 +576,59 @@ impl Figures {
     }
 }
 
-/// The three phases against `server`.
+/// Sends Node status heartbeats (a strategic merge patch of the Ready condition's
+/// heartbeat time, as a kubelet's status report) to every node in turn, at
+/// `BENCH_CHURN_RATE` a second (1,000) for `BENCH_CHURN_SECONDS` (10). Returns how many
+/// the API server accepted.
+async fn churn(server: &Server) -> usize {
+    let num = |name: &str, default: u64| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let (rate, seconds) = (
+        num("BENCH_CHURN_RATE", 1_000),
+        num("BENCH_CHURN_SECONDS", 10),
+    );
+    let client = client_for(&server.admin_kubeconfig(), "kubelet/v1.36.3 (bench churn)").await;
+    let api: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);
+    let names: Vec<String> = server.nodes().into_iter().map(|n| n.name).collect();
+    let ticks = seconds * 20;
+    let per_tick = (rate / 20).max(1) as usize;
+    let mut tick = tokio::time::interval(Duration::from_millis(50));
+    let mut sent = 0;
+    let mut accepted = 0;
+    for _ in 0..ticks {
+        tick.tick().await;
+        let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+        let patch = serde_json::json!({"status": {"conditions": [
+            {"type": "Ready", "status": "True", "lastHeartbeatTime": now}
+        ]}});
+        let batch = (0..per_tick).map(|k| {
+            let name = &names[(sent + k) % names.len()];
+            let (api, patch) = (&api, &patch);
+            async move {
+                api.patch_status(
+                    name,
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Strategic(patch),
+                )
+                .await
+                .is_ok()
+            }
+        });
+        accepted += futures::future::join_all(batch)
+            .await
+            .into_iter()
+            .filter(|ok| *ok)
+            .count();
+        sent += per_tick;
+    }
+    accepted
+}
+
+/// The phases against `server`.
 async fn measure(server: &Server, setup: Setup, label: &str) -> Figures {
     write_repo(server.repo(), 100);
     server.repo().commit(&format!("{} pools", fleet_pools()));
@@ -615,6 +692,21 @@ async fn measure(server: &Server, setup: Setup, label: &str) -> Figures {
     let cpu_per_poll = Duration::from_nanos((c1 - c0) / ((p1 - p0) as u64).max(1));
     let reconcile_wall = Duration::from_secs_f64((r_sum1 - r_sum0) / (r_cnt1 - r_cnt0).max(1.0));
 
+    // Status churn: heartbeats as kubelets post them, at BENCH_CHURN_RATE a second for
+    // BENCH_CHURN_SECONDS; none of them is news to the reconciler.
+    let mark = server.mark().await;
+    let c0 = cpu_ns(pid);
+    let churn_started = Instant::now();
+    let churn_events = churn(server).await;
+    let churn_wall = churn_started.elapsed();
+    // The watch delivers the last events after the last patch returned.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let churn_cpu = Duration::from_nanos(cpu_ns(pid) - c0);
+    let churned = server.count(mark).await;
+    eprintln!(
+        "{label}: {churn_events} status patches in {churn_wall:.1?}; reconciler CPU {churn_cpu:.1?}"
+    );
+
     // One pool changes.
     let old: BTreeMap<String, Option<String>> = server
         .nodes()
@@ -649,6 +741,9 @@ async fn measure(server: &Server, setup: Setup, label: &str) -> Figures {
         idle_polls: p1 - p0,
         idle,
         cpu_per_poll,
+        churn_events,
+        churn_cpu,
+        churned,
         reconcile_wall,
         change,
         changed,
@@ -796,6 +891,21 @@ fn print_table(sim: &Figures, real: Option<&Figures>) {
         "idle: wall time of a reconcile during the idle polls (0: none ran)",
         both(sim, real, |f| dur(f.reconcile_wall)),
         "",
+    );
+    line(
+        "status churn: Node status patches accepted (as kubelets')",
+        both(sim, real, |f| f.churn_events.to_string()),
+        "",
+    );
+    line(
+        "status churn: reconciler CPU per 1,000 status events",
+        both(sim, real, |f| dur(f.churn_per_thousand())),
+        "",
+    );
+    line(
+        "status churn: reconciler's writes",
+        both(sim, real, |f| f.churned.total().to_string()),
+        "0",
     );
     line(
         &format!(
