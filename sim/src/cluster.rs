@@ -49,6 +49,10 @@ pub struct SimConfig {
     pub kubeconfig_out: Option<PathBuf>,
     /// How long [`Sim::start`] waits for every kubelet's first start to have an outcome.
     pub settle_timeout: Duration,
+    /// How many entries the request log keeps in full (the newest; 0: none). Counts are
+    /// kept for every request whatever this says. Default
+    /// [`DEFAULT_ENTRY_LIMIT`](crate::reqlog::DEFAULT_ENTRY_LIMIT).
+    pub request_log_entries: usize,
 }
 
 impl SimConfig {
@@ -63,6 +67,7 @@ impl SimConfig {
             kubelet: KubeletOptions::default(),
             kubeconfig_out: None,
             settle_timeout: Duration::from_secs(30),
+            request_log_entries: crate::reqlog::DEFAULT_ENTRY_LIMIT,
         }
     }
 }
@@ -128,6 +133,7 @@ impl Sim {
             mut kubelet,
             kubeconfig_out,
             settle_timeout,
+            request_log_entries,
         } = config;
         inventory.validate()?;
         kubelet.cgroup_v2 = cgroup_v2;
@@ -192,6 +198,7 @@ impl Sim {
         let server = ApiServer::start_with(store, faults, control_router(kubelets.clone()))
             .await
             .map_err(io_err("starting the API server"))?;
+        server.log.set_entry_limit(request_log_entries);
         let kubeconfig = kubeconfig_out.unwrap_or_else(|| workdir.join("kubeconfig"));
         server
             .write_kubeconfig(&kubeconfig)
@@ -226,7 +233,9 @@ impl Sim {
         &self.server.store
     }
 
-    /// Every API request served over HTTP (in-process kubelets do not appear in it).
+    /// Every API request served over HTTP (in-process kubelets do not appear in it),
+    /// counted per (verb, resource) and per client; the newest
+    /// [`SimConfig::request_log_entries`] in full.
     pub fn request_log(&self) -> &RequestLog {
         &self.server.log
     }

@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod discovery;
 pub mod error;
 pub mod faults;
+pub mod fleet;
 pub mod kubeconfig;
 pub mod kubelet;
 pub mod patch;

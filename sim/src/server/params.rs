@@ -112,7 +112,7 @@ pub(super) fn write_options(
     }
     let field_manager = match field_manager {
         None if patch_type != Some(PatchType::Apply) => {
-            Some(manager_from_user_agent(user_agent.unwrap_or("")))
+            Some(crate::reqlog::client_name(user_agent))
         }
         other => other,
     };
@@ -121,26 +121,6 @@ pub(super) fn write_options(
         field_manager,
         force: force == Some("true"),
     })
-}
-
-/// Upstream's `prefixFromUserAgent`: what precedes the first `/`, printable characters
-/// only, at most 128 bytes; `unknown` when nothing is left.
-pub(crate) fn manager_from_user_agent(ua: &str) -> String {
-    let mut out = String::new();
-    for c in ua.split('/').next().unwrap_or("").chars() {
-        if c.is_control() {
-            continue;
-        }
-        if out.len() + c.len_utf8() > 128 {
-            break;
-        }
-        out.push(c);
-    }
-    if out.is_empty() {
-        "unknown".into()
-    } else {
-        out
-    }
 }
 
 pub(super) fn include_object(params: &Params) -> Result<IncludeObject, ApiError> {

@@ -741,4 +741,14 @@ async fn request_log_counts() {
     let entries = log.entries();
     let total: u64 = log.counts().values().sum();
     assert_eq!(total as usize, entries.len());
+    // Per client: the raw GET's User-Agent product, and kube's (whatever it sends).
+    assert_eq!(log.client_count("sim-raw-test", "get", "nodes"), 1);
+    let kube = entries[0].client();
+    assert_ne!(kube, "sim-raw-test");
+    assert_eq!(log.client_count(&kube, "get", "nodes"), 3);
+    assert_eq!(log.client_count(&kube, "patch", "nodes/status"), 1);
+    assert_eq!(log.client_writes(&kube), 2, "{:?}", log.counts_by_client());
+    assert_eq!(log.client_writes("sim-raw-test"), 0);
+    let by_client: u64 = log.counts_by_client().values().sum();
+    assert_eq!(by_client, total);
 }
