@@ -315,6 +315,9 @@ impl Server {
         let n = fleet_nodes();
         let started = Instant::now();
         let mut h = Harness::start(inventory()).await;
+        // The phases read the log's entries (the reconciler's patches node by node): keep
+        // every one of a phase (the sim keeps 100,000 by default).
+        h.sim.request_log().set_entry_limit(n * 16);
         h.start_agent(AgentOptions {
             apply_delay: Duration::from_millis(0),
             ..AgentOptions::default()
