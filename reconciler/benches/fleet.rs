@@ -211,23 +211,6 @@ fn targets<'a>(specs: &'a [PoolSpec], versions: &[u32]) -> Vec<PoolTarget<'a>> {
         .collect()
 }
 
-fn upsert(fleet: &mut Fleet, meta: &PartialObjectMeta<Node>) -> bool {
-    let m = &meta.metadata;
-    fleet.upsert(
-        m.name.as_deref().unwrap_or_default(),
-        m.labels
-            .iter()
-            .flatten()
-            .map(|(k, v)| (k.as_str(), v.as_str())),
-        m.annotations
-            .iter()
-            .flatten()
-            .map(|(k, v)| (k.as_str(), v.as_str())),
-        m.creation_timestamp.as_ref().map(|t| t.0.to_string()),
-        Instant::now(),
-    )
-}
-
 fn meta_of(json: &Value) -> PartialObjectMeta<Node> {
     serde_json::from_value(json.clone()).expect("node metadata")
 }
@@ -308,7 +291,7 @@ fn main() {
     fleet.set_pools(NS, &targets(&specs, &versions));
     for i in 0..nodes {
         let meta = meta_of(&node_json(i, pools));
-        upsert(&mut fleet, &meta);
+        fleet.upsert_meta(&meta, Instant::now());
     }
     let started = Instant::now();
     let plan = fleet.plan();
@@ -352,7 +335,7 @@ fn main() {
     for e in &events {
         let event: WatchEvent<PartialObjectMeta<Node>> = serde_json::from_str(e).expect("event");
         if let WatchEvent::Modified(meta) = event {
-            news += usize::from(upsert(&mut fleet, &meta));
+            news += usize::from(fleet.upsert_meta(&meta, Instant::now()));
         }
     }
     let decoded = started.elapsed();
@@ -366,7 +349,7 @@ fn main() {
         .collect();
     let started = Instant::now();
     for m in &metas {
-        upsert(&mut fleet, m);
+        fleet.upsert_meta(m, Instant::now());
     }
     let handed = started.elapsed();
     assert_eq!(fleet.marked_pools(), 0);
@@ -395,7 +378,7 @@ fn main() {
     for i in 0..rounds {
         let mut n = node_json(i * 7, pools);
         n["metadata"]["annotations"][STATE] = json!("Verifying");
-        assert!(upsert(&mut fleet, &meta_of(&n)));
+        assert!(fleet.upsert_meta(&meta_of(&n), Instant::now()));
         black_box(fleet.plan());
     }
     let d = each(started.elapsed(), rounds);
@@ -407,7 +390,7 @@ fn main() {
         let mut n = node_json(i * 13, pools);
         n["metadata"]["labels"]["eks.amazonaws.com/nodegroup"] =
             json!(pool_name((i * 13 + 1) % pools));
-        assert!(upsert(&mut fleet, &meta_of(&n)));
+        assert!(fleet.upsert_meta(&meta_of(&n), Instant::now()));
         black_box(fleet.plan());
     }
     let d = each(started.elapsed(), rounds);

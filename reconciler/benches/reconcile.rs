@@ -91,14 +91,17 @@ struct Params {
     servers: String,
 }
 
+/// The number `name` holds (`100_000` and `100,000` too), else `default`.
+fn env_num<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .map(|v| v.replace(['_', ','], ""))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 static PARAMS: std::sync::LazyLock<Params> = std::sync::LazyLock::new(|| {
-    let num = |name: &str, default: usize| {
-        std::env::var(name)
-            .ok()
-            .map(|v| v.replace(['_', ','], ""))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(default)
-    };
+    let num = env_num::<usize>;
     let p = Params {
         nodes: num("BENCH_NODES", 5_000),
         pools: num("BENCH_POOLS", 50),
@@ -584,15 +587,9 @@ impl Figures {
 /// `BENCH_CHURN_RATE` a second (1,000) for `BENCH_CHURN_SECONDS` (10). Returns how many
 /// the API server accepted.
 async fn churn(server: &Server) -> usize {
-    let num = |name: &str, default: u64| {
-        std::env::var(name)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(default)
-    };
     let (rate, seconds) = (
-        num("BENCH_CHURN_RATE", 1_000),
-        num("BENCH_CHURN_SECONDS", 10),
+        env_num::<u64>("BENCH_CHURN_RATE", 1_000),
+        env_num::<u64>("BENCH_CHURN_SECONDS", 10),
     );
     let client = client_for(&server.admin_kubeconfig(), "kubelet/v1.36.3 (bench churn)").await;
     let api: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);
@@ -671,10 +668,7 @@ async fn measure(server: &Server, setup: Setup, label: &str) -> Figures {
     )
     .await;
     // BENCH_IDLE_POLLS lengthens the idle phase (to attach a profiler to the pid above).
-    let idle_polls = std::env::var("BENCH_IDLE_POLLS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(IDLE_POLLS);
+    let idle_polls = env_num("BENCH_IDLE_POLLS", IDLE_POLLS);
     // Scraping /metrics costs the reconciler CPU too: only at the start and the end.
     let interval: Duration = INTERVAL
         .parse::<humantime::Duration>()

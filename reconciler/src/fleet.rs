@@ -33,11 +33,12 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kubelet_gitops_core::protocol::{
-    CURRENT_CONFIG, DESIRED_CONFIG, DOMAIN, LAST_KNOWN_GOOD, NODE_SETUP,
-};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::PartialObjectMeta;
+use kubelet_gitops_core::protocol::{DOMAIN, NODE_SETUP};
 use serde_json::Value;
 
+use crate::gc::REFERENCING;
 use crate::model::{Interner, NodeInfo, Overlap, Placement, PoolIndex, PoolSpec, StrMap, place};
 use crate::rollout::{
     NodeAction, NodeChange, PoolReport, PoolTarget, RolloutPlan, leave_reason, plan_pool,
@@ -53,10 +54,6 @@ pub fn is_protocol_key(key: &str) -> bool {
     key.strip_prefix(DOMAIN)
         .is_some_and(|rest| rest.starts_with('/'))
 }
-
-/// The annotations whose values name ConfigMaps a node uses (garbage collection keeps
-/// them).
-const REFERENCING: [&str; 3] = [DESIRED_CONFIG, CURRENT_CONFIG, LAST_KNOWN_GOOD];
 
 /// Every node, its pool, and every pool's last plan.
 #[derive(Debug, Default)]
@@ -287,6 +284,21 @@ impl Fleet {
         self.store(name, info)
     }
 
+    /// [`Fleet::upsert`] of a Node's metadata as the watch delivers it.
+    pub fn upsert_meta(&mut self, meta: &PartialObjectMeta<Node>, now: Instant) -> bool {
+        fn pairs(map: &Option<BTreeMap<String, String>>) -> impl Iterator<Item = (&str, &str)> {
+            map.iter().flatten().map(|(k, v)| (k.as_str(), v.as_str()))
+        }
+        let m = &meta.metadata;
+        self.upsert(
+            m.name.as_deref().unwrap_or_default(),
+            pairs(&m.labels),
+            pairs(&m.annotations),
+            m.creation_timestamp.as_ref().map(|t| t.0.to_string()),
+            now,
+        )
+    }
+
     /// Keeps `info` for `name`; returns whether anything changed.
     fn store(&mut self, name: Arc<str>, info: NodeInfo) -> bool {
         let Some(slot) = self.nodes.get_mut(&name) else {
@@ -366,14 +378,10 @@ impl Fleet {
         else {
             return;
         };
-        let Some(slot) = self.nodes.get(node) else {
+        let Some((name, slot)) = self.nodes.get_key_value(node) else {
             return;
         };
-        let name = self
-            .nodes
-            .get_key_value(node)
-            .map(|(k, _)| k.clone())
-            .unwrap_or_else(|| Arc::from(node));
+        let name = name.clone();
         let observed = match self.pending.remove(&name) {
             Some(earlier) => earlier.observed,
             None => slot.info.annotations.clone(),

@@ -42,13 +42,17 @@ pub struct PublishedConfigMap {
     pub created: String,
 }
 
+/// The annotations whose values name ConfigMaps a node uses: garbage collection keeps
+/// those.
+pub const REFERENCING: [&str; 3] = [DESIRED_CONFIG, CURRENT_CONFIG, LAST_KNOWN_GOOD];
+
 /// What `nodes` name in desired-config, current-config and last-known-good: the
 /// ConfigMaps they protect from garbage collection.
 pub fn references(nodes: &[NodeInfo]) -> Vec<&str> {
     nodes
         .iter()
         .flat_map(|node| {
-            [DESIRED_CONFIG, CURRENT_CONFIG, LAST_KNOWN_GOOD]
+            REFERENCING
                 .into_iter()
                 .filter_map(|key| node.annotations.get(key))
         })

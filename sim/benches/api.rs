@@ -15,6 +15,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+#[path = "support/memory.rs"]
+mod memory;
+
 use anyhow::{Context as _, bail, ensure};
 use futures::{StreamExt as _, stream};
 use k8s_openapi::api::core::v1::Node;
@@ -22,6 +25,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use kubelet_gitops_core::inventory::Inventory;
 use kubelet_gitops_sim::cluster::{Sim, SimConfig};
 use kubelet_gitops_sim::resources::kinds;
+use memory::Memory;
 use serde::Deserialize;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
@@ -651,30 +655,6 @@ impl Stats {
             p99: rank(0.99),
             max: s[s.len() - 1],
         }
-    }
-}
-
-/// VmRSS and VmHWM of this process.
-struct Memory {
-    rss_kib: usize,
-    hwm_kib: usize,
-}
-
-impl Memory {
-    fn read() -> anyhow::Result<Memory> {
-        let status =
-            std::fs::read_to_string("/proc/self/status").context("reading /proc/self/status")?;
-        let field = |name: &str| -> anyhow::Result<usize> {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(name))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-                .with_context(|| format!("no {name} in /proc/self/status"))
-        };
-        Ok(Memory {
-            rss_kib: field("VmRSS:")?,
-            hwm_kib: field("VmHWM:")?,
-        })
     }
 }
 

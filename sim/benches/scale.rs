@@ -17,11 +17,15 @@
 
 use std::time::{Duration, Instant};
 
+#[path = "support/memory.rs"]
+mod memory;
+
 use anyhow::Context as _;
 use futures::{StreamExt as _, stream};
 use kube::api::{Patch, PatchParams};
 use kubelet_gitops_sim::cluster::{Sim, SimConfig};
 use kubelet_gitops_sim::fleet::eks_inventory;
+use memory::Memory;
 use serde_json::json;
 
 /// Nodes unless `--nodes` or the environment says otherwise.
@@ -185,30 +189,6 @@ async fn send(client: &kube::Client, req: axum::http::Request<Vec<u8>>) -> anyho
 
 // ---------------------------------------------------------------------------------
 // Measuring
-
-/// VmRSS and VmHWM of this process.
-struct Memory {
-    rss_kib: usize,
-    hwm_kib: usize,
-}
-
-impl Memory {
-    fn read() -> anyhow::Result<Memory> {
-        let status =
-            std::fs::read_to_string("/proc/self/status").context("reading /proc/self/status")?;
-        let field = |name: &str| -> anyhow::Result<usize> {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(name))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-                .with_context(|| format!("no {name} in /proc/self/status"))
-        };
-        Ok(Memory {
-            rss_kib: field("VmRSS:")?,
-            hwm_kib: field("VmHWM:")?,
-        })
-    }
-}
 
 fn secs(d: Duration) -> String {
     format!("{:.1} s", d.as_secs_f64())

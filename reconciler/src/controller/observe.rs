@@ -74,7 +74,7 @@ pub(crate) fn node_watch(
         let mut fleet = fleet.lock().unwrap_or_else(|p| p.into_inner());
         let news = match event {
             watcher::Event::Apply(m) | watcher::Event::InitApply(m) => {
-                let changed = upsert(&mut fleet, m);
+                let changed = fleet.upsert_meta(m, Instant::now());
                 changed && matches!(event, watcher::Event::Apply(_))
             }
             watcher::Event::Delete(m) => {
@@ -96,21 +96,6 @@ pub(crate) fn node_watch(
         }
     });
     (cache, driver)
-}
-
-/// Hands one Node's metadata to the fleet; returns whether anything kept changed.
-fn upsert<'a>(fleet: &mut Fleet, meta: &'a PartialObjectMeta<Node>) -> bool {
-    let m = &meta.metadata;
-    let pairs = |map: &'a Option<std::collections::BTreeMap<String, String>>| {
-        map.iter().flatten().map(|(k, v)| (k.as_str(), v.as_str()))
-    };
-    fleet.upsert(
-        m.name.as_deref().unwrap_or_default(),
-        pairs(&m.labels),
-        pairs(&m.annotations),
-        m.creation_timestamp.as_ref().map(|t| t.0.to_string()),
-        Instant::now(),
-    )
 }
 
 /// Starts a reflector on the published ConfigMaps of `namespace`.

@@ -2,6 +2,8 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use kubelet_gitops_core::protocol::{DESIRED_CONFIG, NODE_SETUP, STATE, State};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use serde_json::json;
 
 use super::*;
@@ -230,46 +232,31 @@ fn nodes_share_their_strings() {
     assert_eq!(fleet.strings.len(), 3 + 2 + 2 + 100);
 }
 
-/// A small deterministic generator (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-}
-
 /// A pool set: selectors of every kind (matchLabels, In, NotIn, Exists), priorities with
 /// ties, some pools paused.
-fn random_specs(rng: &mut Rng) -> Vec<PoolSpec> {
-    let count = 2 + rng.below(5);
+fn random_specs(rng: &mut ChaCha8Rng) -> Vec<PoolSpec> {
+    let count = 2 + rng.random_range(0..5);
     (0..count)
         .map(|i| {
             let name = format!("p{i}");
-            let mut spec = pool(&name).canary(rng.below(3) as u32).build();
-            spec.priority = rng.below(3) as i32;
-            spec.rollout.paused = rng.chance(10);
-            spec.selector = match rng.below(5) {
+            let mut spec = pool(&name).canary(rng.random_range(0..3) as u32).build();
+            spec.priority = rng.random_range(0..3);
+            spec.rollout.paused = rng.random_bool(0.1);
+            spec.selector = match rng.random_range(0..5) {
                 0 => LabelSelector::default(),
                 1 => LabelSelector {
                     match_labels: BTreeMap::new(),
                     match_expressions: vec![Requirement {
                         key: "pool".into(),
                         operator: Operator::In,
-                        values: vec![name.clone(), format!("p{}", rng.below(count))],
+                        values: vec![name.clone(), format!("p{}", rng.random_range(0..count))],
                     }],
                 },
                 2 => LabelSelector {
-                    match_labels: BTreeMap::from([("zone".into(), format!("z{}", rng.below(3)))]),
+                    match_labels: BTreeMap::from([(
+                        "zone".into(),
+                        format!("z{}", rng.random_range(0..3)),
+                    )]),
                     match_expressions: vec![Requirement {
                         key: "pool".into(),
                         operator: Operator::NotIn,
@@ -291,15 +278,17 @@ fn random_specs(rng: &mut Rng) -> Vec<PoolSpec> {
         .collect()
 }
 
-fn random_labels(rng: &mut Rng, n: &mut NodeInfo) {
-    n.labels.insert("pool", format!("p{}", rng.below(7)));
-    n.labels.insert("zone", format!("z{}", rng.below(3)));
-    if rng.chance(20) {
+fn random_labels(rng: &mut ChaCha8Rng, n: &mut NodeInfo) {
+    n.labels
+        .insert("pool", format!("p{}", rng.random_range(0..7)));
+    n.labels
+        .insert("zone", format!("z{}", rng.random_range(0..3)));
+    if rng.random_bool(0.2) {
         n.labels.insert("gpu", "true");
     } else {
         n.labels.remove("gpu");
     }
-    if rng.chance(15) {
+    if rng.random_bool(0.15) {
         n.labels.insert(crate::rollout::CANARY_LABEL, "true");
     } else {
         n.labels.remove(crate::rollout::CANARY_LABEL);
@@ -312,7 +301,7 @@ fn random_labels(rng: &mut Rng, n: &mut NodeInfo) {
 #[test]
 fn incremental_planning_equals_planning_from_scratch() {
     for seed in 1..=40u64 {
-        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let t0 = Instant::now();
         let mut now = t0;
         let mut cluster: BTreeMap<String, NodeInfo> = BTreeMap::new();
@@ -327,7 +316,10 @@ fn incremental_planning_equals_planning_from_scratch() {
         fleet.set_pools(&ns, &targets(&specs, &names));
         for i in 0..30 {
             let mut n = node(&format!("n{i:02}"))
-                .created(&format!("2026-01-0{}T00:00:00Z", 1 + rng.below(3)))
+                .created(&format!(
+                    "2026-01-0{}T00:00:00Z",
+                    1 + rng.random_range(0..3)
+                ))
                 .build();
             random_labels(&mut rng, &mut n);
             cluster.insert(n.name.clone(), n.clone());
@@ -335,10 +327,10 @@ fn incremental_planning_equals_planning_from_scratch() {
         }
         for step in 0..400 {
             now += Duration::from_millis(200);
-            match rng.below(12) {
+            match rng.random_range(0..12) {
                 // The watch delivers some events, in order.
                 0..=3 => {
-                    for _ in 0..rng.below(6) {
+                    for _ in 0..rng.random_range(0..6) {
                         if let Some(n) = queue.pop_front()
                             && cluster.contains_key(&n.name)
                         {
@@ -348,11 +340,11 @@ fn incremental_planning_equals_planning_from_scratch() {
                 }
                 // An agent moves on.
                 4 | 5 => {
-                    let name = format!("n{:02}", rng.below(30));
+                    let name = format!("n{:02}", rng.random_range(0..30));
                     if let Some(n) = cluster.get_mut(&name)
                         && agent_step(n)
                     {
-                        if rng.chance(20) {
+                        if rng.random_bool(0.2) {
                             n.annotations.insert(STATE, State::RolledBack.as_str());
                         }
                         queue.push_back(n.clone());
@@ -360,9 +352,9 @@ fn incremental_planning_equals_planning_from_scratch() {
                 }
                 // Labels change, or a heartbeat.
                 6 => {
-                    let name = format!("n{:02}", rng.below(30));
+                    let name = format!("n{:02}", rng.random_range(0..30));
                     if let Some(n) = cluster.get_mut(&name) {
-                        if rng.chance(50) {
+                        if rng.random_bool(0.5) {
                             random_labels(&mut rng, n);
                         }
                         queue.push_back(n.clone());
@@ -384,7 +376,7 @@ fn incremental_planning_equals_planning_from_scratch() {
                     expected.sort_unstable();
                     expected.dedup();
                     assert_eq!(referenced, expected, "seed {seed} step {step}");
-                    for action in plan.actions.iter().filter(|_| rng.chance(70)) {
+                    for action in plan.actions.iter().filter(|_| rng.random_bool(0.7)) {
                         let n = cluster.get_mut(&action.node).expect("known node");
                         apply_patch(n, &action.patch());
                         fleet.node_patched(&action.node, &action.patch(), now);
@@ -394,10 +386,10 @@ fn incremental_planning_equals_planning_from_scratch() {
                 // A new commit: a new config for one pool, or new pools.
                 10 => {
                     version += 1;
-                    if rng.chance(70) {
-                        let i = rng.below(specs.len());
+                    if rng.random_bool(0.7) {
+                        let i = rng.random_range(0..specs.len());
                         names[i] = format!("kubelet-p{i}-{version}");
-                        if rng.chance(30) {
+                        if rng.random_bool(0.3) {
                             specs[i].rollout.paused = !specs[i].rollout.paused;
                         }
                     } else {
@@ -406,14 +398,14 @@ fn incremental_planning_equals_planning_from_scratch() {
                             .map(|i| format!("kubelet-p{i}-{version}"))
                             .collect();
                     }
-                    if rng.chance(5) {
+                    if rng.random_bool(0.05) {
                         ns = if ns == NS { "other".into() } else { NS.into() };
                     }
                     fleet.set_pools(&ns, &targets(&specs, &names));
                 }
                 // Nodes come and go; sometimes the watch relists.
                 _ => {
-                    let name = format!("n{:02}", rng.below(30));
+                    let name = format!("n{:02}", rng.random_range(0..30));
                     if cluster.remove(&name).is_some() {
                         fleet.remove(&name);
                     } else {
@@ -422,7 +414,7 @@ fn incremental_planning_equals_planning_from_scratch() {
                         cluster.insert(name, n.clone());
                         queue.push_back(n);
                     }
-                    if rng.chance(20) {
+                    if rng.random_bool(0.2) {
                         queue.clear();
                         fleet.begin_relist();
                         for n in cluster.values() {
