@@ -11,7 +11,8 @@
 //! stand-in kubelets. Then, over HTTP with each client's User-Agent, what a rollout
 //! writes to every Node: the reconciler's annotations (a merge patch), and the agent's
 //! report (a merge patch of its annotations and a strategic merge patch of its status
-//! condition). Memory is this process's VmRSS less its VmRSS before the sim started,
+//! condition). Then one round of status churn (each Node's kubelet heartbeat,
+//! [`StatusChurn`], at 5,000 reports a second). Memory is this process's VmRSS less its VmRSS before the sim started,
 //! divided by the number of Nodes; the clients run in this process too, with next to
 //! nothing of their own kept between requests.
 
@@ -23,7 +24,7 @@ mod memory;
 use anyhow::Context as _;
 use futures::{StreamExt as _, stream};
 use kube::api::{Patch, PatchParams};
-use kubelet_gitops_sim::cluster::{Sim, SimConfig};
+use kubelet_gitops_sim::cluster::{Sim, SimConfig, StatusChurn};
 use kubelet_gitops_sim::fleet::eks_inventory;
 use memory::Memory;
 use serde_json::json;
@@ -32,6 +33,8 @@ use serde_json::json;
 const DEFAULT_NODES: usize = 100_000;
 /// Node pools the nodes are spread over.
 const POOLS: usize = 50;
+/// Status reports a second in the churn phase (real kubelets: 333 at 100,000 Nodes).
+const CHURN_RATE: f64 = 5_000.0;
 /// Requests in flight at once during the rollout.
 const CONCURRENCY: usize = 32;
 /// The reconciler's User-Agent (its product is `kubelet-gitops`).
@@ -65,13 +68,20 @@ async fn main() -> anyhow::Result<()> {
     report.memory("Nodes created", &Memory::read()?, Some(&baseline));
 
     let t = Instant::now();
-    let list_bytes = full_list(&sim).await?;
+    let list_bytes = full_list(&sim, false).await?;
     report.line(format!(
-        "a full list (GET /api/v1/nodes): {} , {} bytes per Node",
+        "a full list (GET /api/v1/nodes): {}, {} bytes per Node",
         secs(t.elapsed()),
         list_bytes / nodes
     ));
-    report.memory("after a full list", &Memory::read()?, Some(&baseline));
+    let t = Instant::now();
+    let meta_bytes = full_list(&sim, true).await?;
+    report.line(format!(
+        "a metadata-only list (as=PartialObjectMetadataList, the reconciler's): {}, {} bytes per Node",
+        secs(t.elapsed()),
+        meta_bytes / nodes
+    ));
+    report.memory("after the lists", &Memory::read()?, Some(&baseline));
 
     let reconciler = kube_client(&sim, RECONCILER_UA).await?;
     let agent = kube_client(&sim, AGENT_UA).await?;
@@ -84,6 +94,28 @@ async fn main() -> anyhow::Result<()> {
         3.0 * nodes as f64 / took.as_secs_f64()
     ));
     report.memory("after the rollout", &Memory::read()?, Some(&baseline));
+
+    // One round of status churn, faster than real kubelets' (one report per Node every
+    // 5 minutes) so that it takes seconds.
+    let rate = CHURN_RATE.min(nodes as f64 / 2.0);
+    let log = sim.request_log();
+    let t = Instant::now();
+    sim.set_status_churn(StatusChurn::PerSecond(rate));
+    while log.client_count("kubelet", "patch", "nodes/status") < nodes as u64 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    sim.set_status_churn(StatusChurn::Off);
+    let took = t.elapsed();
+    report.line(format!(
+        "status churn: a report from each of {nodes} Nodes in {} ({:.0} reports/s, asked {rate:.0}/s)",
+        secs(took),
+        nodes as f64 / took.as_secs_f64()
+    ));
+    report.memory(
+        "after a round of status churn",
+        &Memory::read()?,
+        Some(&baseline),
+    );
 
     report.section("requests served, per client (the sim's request log)");
     for ((client, verb, resource), n) in sim.request_log().counts_by_client() {
@@ -123,12 +155,17 @@ async fn kube_client(sim: &Sim, ua: &str) -> anyhow::Result<kube::Client> {
     Ok(kube::Client::try_from(config)?)
 }
 
-/// Bytes of one full JSON list of the Nodes, read and dropped.
-async fn full_list(sim: &Sim) -> anyhow::Result<usize> {
+/// Bytes of one list of every Node (of their metadata only with `metadata`), read and
+/// dropped.
+async fn full_list(sim: &Sim, metadata: bool) -> anyhow::Result<usize> {
     let client = kube_client(sim, "sim-bench/0").await?;
-    let req = kube::core::Request::new("/api/v1/nodes")
-        .list(&Default::default())
-        .context("building the list request")?;
+    let nodes = kube::core::Request::new("/api/v1/nodes");
+    let req = if metadata {
+        nodes.list_metadata(&Default::default())
+    } else {
+        nodes.list(&Default::default())
+    }
+    .context("building the list request")?;
     Ok(client.request_text(req).await?.len())
 }
 

@@ -1,6 +1,7 @@
 //! A whole simulated cluster: the API server, the Nodes of an inventory, and a stand-in
 //! kubelet per node ([`Sim`]), and the `kubelet-gitops-sim` command line ([`cli`]).
 
+pub mod churn;
 pub mod cli;
 
 use std::collections::BTreeMap;
@@ -10,6 +11,8 @@ use std::time::Duration;
 
 use kubelet_gitops_core::inventory::{Inventory, InventoryError};
 use serde_json::json;
+
+pub use churn::StatusChurn;
 
 use crate::faults::FaultConfig;
 use crate::kubelet::{
@@ -53,6 +56,12 @@ pub struct SimConfig {
     /// kept for every request whatever this says. Default
     /// [`DEFAULT_ENTRY_LIMIT`](crate::reqlog::DEFAULT_ENTRY_LIMIT).
     pub request_log_entries: usize,
+    /// Status reports of the Nodes that have no stand-in kubelet (all of them without
+    /// kubelets): [`StatusChurn::KUBELETS`] is what real kubelets do (one per Node every
+    /// 5 minutes). Default [`StatusChurn::Off`], so that tests see only the writes they
+    /// make; the `kubelet-gitops-sim serve` command defaults to real kubelets' churn.
+    /// See [`churn`].
+    pub status_churn: StatusChurn,
 }
 
 impl SimConfig {
@@ -68,6 +77,7 @@ impl SimConfig {
             kubeconfig_out: None,
             settle_timeout: Duration::from_secs(30),
             request_log_entries: crate::reqlog::DEFAULT_ENTRY_LIMIT,
+            status_churn: StatusChurn::Off,
         }
     }
 }
@@ -99,6 +109,8 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> SimError {
 pub struct Sim {
     server: ApiServer,
     kubelets: Kubelets,
+    churn: tokio::sync::watch::Sender<StatusChurn>,
+    churn_task: tokio::task::JoinHandle<()>,
     kubeconfig: PathBuf,
     workdir: PathBuf,
     inventory: Inventory,
@@ -134,6 +146,7 @@ impl Sim {
             kubeconfig_out,
             settle_timeout,
             request_log_entries,
+            status_churn,
         } = config;
         inventory.validate()?;
         kubelet.cgroup_v2 = cgroup_v2;
@@ -153,6 +166,7 @@ impl Sim {
 
         // Ports first, so each Node names its kubelet's port from the start.
         let mut specs = Vec::new();
+        let mut shapes = std::collections::HashMap::new();
         for (index, node) in inventory.nodes.iter().enumerate() {
             let port = if run_kubelets {
                 let l = std::net::TcpListener::bind(("127.0.0.1", 0))
@@ -163,8 +177,22 @@ impl Sim {
             } else {
                 DEFAULT_KUBELET_PORT
             };
-            let cfg = initial_effective_config(node, cgroup_v2);
-            let status = NodeStatus::new(node, index, port, &cfg);
+            // Nodes with the same flags and capacity start with the same config, capacity
+            // and allocatable: computed once (a generated fleet has a handful).
+            let (capacity, allocatable) = shapes
+                .entry((node.kubelet_flags.clone(), format!("{:?}", node.capacity)))
+                .or_insert_with(|| {
+                    let cfg = initial_effective_config(node, cgroup_v2);
+                    let s = NodeStatus::new(node, index, port, &cfg);
+                    (s.capacity, s.allocatable)
+                })
+                .clone();
+            let status = NodeStatus {
+                capacity,
+                allocatable,
+                internal_ip: crate::kubelet::internal_ip(node, index),
+                kubelet_port: port,
+            };
             let obj = node_object_with(
                 node,
                 &status,
@@ -199,6 +227,13 @@ impl Sim {
             .await
             .map_err(io_err("starting the API server"))?;
         server.log.set_entry_limit(request_log_entries);
+        let (churn, churn_rx) = tokio::sync::watch::channel(status_churn);
+        let churn_task = tokio::spawn(churn::run(
+            server.store.clone(),
+            server.log.clone(),
+            kubelets.keys().cloned().collect(),
+            churn_rx,
+        ));
         let kubeconfig = kubeconfig_out.unwrap_or_else(|| workdir.join("kubeconfig"));
         server
             .write_kubeconfig(&kubeconfig)
@@ -212,6 +247,8 @@ impl Sim {
         Ok(Sim {
             server,
             kubelets,
+            churn,
+            churn_task,
             kubeconfig,
             workdir,
             inventory,
@@ -238,6 +275,17 @@ impl Sim {
     /// [`SimConfig::request_log_entries`] in full.
     pub fn request_log(&self) -> &RequestLog {
         &self.server.log
+    }
+
+    /// Changes the Nodes' status churn (see [`SimConfig::status_churn`]); a round in
+    /// progress ends and the next starts at once.
+    pub fn set_status_churn(&self, churn: StatusChurn) {
+        self.churn.send_replace(churn);
+    }
+
+    /// The Nodes' status churn.
+    pub fn status_churn(&self) -> StatusChurn {
+        *self.churn.borrow()
     }
 
     /// Replaces the API server's faults.
@@ -275,8 +323,9 @@ impl Sim {
         node_root(&self.workdir, name)
     }
 
-    /// Stops every kubelet, then the API server.
+    /// Stops the status churn and every kubelet, then the API server.
     pub async fn shutdown(self) {
+        self.churn_task.abort();
         for handle in self.kubelets.values() {
             handle.shutdown().await;
         }

@@ -631,6 +631,14 @@ impl FieldSelector {
         })
     }
 
+    /// Whether every term is on `metadata.name` or `metadata.namespace` (what an
+    /// object's key says, without reading the object).
+    pub fn only_names(&self) -> bool {
+        self.requirements
+            .iter()
+            .all(|r| matches!(r.field.as_str(), "metadata.name" | "metadata.namespace"))
+    }
+
     /// The value a term `metadata.name=x` requires, if any (for fast lookups).
     pub fn exact_name(&self) -> Option<&str> {
         self.requirements

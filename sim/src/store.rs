@@ -1,12 +1,13 @@
 //! The object store: tables of objects per resource type, a global resourceVersion
 //! counter, a bounded history of watch events per resource type, and watchers.
 //!
-//! Objects are kept as `Arc<serde_json::Value>` with a lazily computed, shared JSON
-//! encoding, so a list ([`Store::list_shared`], what the server uses) copies no object
-//! and encodes each at most once per version, and a watch event is serialized once no
-//! matter how many watchers receive it. Writers hold the lock for the whole write and
+//! Objects are kept as their JSON encoding only ([`SharedObject`], see `encoded`): a
+//! list ([`Store::list_shared`], what the server uses) copies no object and encodes
+//! nothing, a watch event is the stored encoding whatever the number of watchers, and a
+//! write decodes the one object it changes. Writers hold the lock for the whole write and
 //! hand events to watchers with `try_send`: they never wait; a watcher whose bounded
-//! channel is full is closed, as the real server terminates slow watchers.
+//! channel is full is closed, as the real server terminates slow watchers. The history
+//! is bounded in events and in bytes ([`Store::with_history_limits`]).
 
 // `ApiError` (the interface's error type, with its `details` JSON) is larger than
 // clippy's threshold; errors are the rare path here.
@@ -16,6 +17,7 @@ mod apply;
 mod create;
 mod decode;
 mod delete;
+mod encoded;
 mod events;
 #[cfg(test)]
 mod fixtures;
@@ -37,6 +39,7 @@ use serde_json::{Value, json};
 use crate::error::ApiError;
 use crate::resources::{RESOURCES, ResourceType, kinds};
 
+pub use encoded::{SharedObject, raw_field};
 pub use meta::{now_rfc3339, rfc3339};
 pub use read::{ListOptions, ListResult, SharedList};
 pub use update::PatchType;
@@ -52,29 +55,6 @@ pub struct Store {
     inner: Arc<Inner>,
 }
 
-/// A stored object shared with the store, with its JSON encoding computed at most once.
-#[derive(Debug, Clone)]
-pub struct SharedObject {
-    /// The object.
-    pub object: Arc<Value>,
-    encoded: Arc<OnceLock<String>>,
-}
-
-impl SharedObject {
-    fn new(v: Value) -> Self {
-        SharedObject {
-            object: Arc::new(v),
-            encoded: Arc::new(OnceLock::new()),
-        }
-    }
-
-    /// The object serialized as JSON, computed once and shared by every clone.
-    pub fn encoded(&self) -> &str {
-        self.encoded
-            .get_or_init(|| serde_json::to_string(&*self.object).unwrap_or_default())
-    }
-}
-
 /// Options of a write (create, update, patch).
 #[derive(Debug, Clone, Default)]
 pub struct WriteOptions {
@@ -85,6 +65,14 @@ pub struct WriteOptions {
     /// `force` query parameter (server-side apply).
     pub force: bool,
 }
+
+/// Watch events a store keeps per resource type by default.
+pub const DEFAULT_HISTORY_EVENTS: usize = 10_000;
+
+/// Bytes of object versions (JSON) a store's watch history holds per resource type by
+/// default: 10,000 events of Nodes that each hold two versions of 5 KB fit; 10,000 events
+/// of 1 MiB ConfigMaps would not.
+pub const DEFAULT_HISTORY_BYTES: usize = 128 * 1024 * 1024;
 
 /// Namespaces that exist when the store starts.
 pub const INITIAL_NAMESPACES: [&str; 4] =
@@ -107,16 +95,22 @@ impl HistEvent {
     fn deleted_view(&self) -> &SharedObject {
         self.deleted_view.get_or_init(|| match &self.prev {
             Some(p) => {
-                let mut v = (*p.object).clone();
+                let mut v = p.object();
                 set_meta(
                     &mut v,
                     "resourceVersion",
                     Value::String(self.rv.to_string()),
                 );
-                SharedObject::new(v)
+                SharedObject::new(&v)
             }
             None => self.obj.clone(),
         })
+    }
+
+    /// Bytes of the encodings it holds (a version shared with another event or the
+    /// table is counted here too).
+    fn bytes(&self) -> usize {
+        self.obj.len() + self.prev.as_ref().map_or(0, SharedObject::len)
     }
 }
 
@@ -124,6 +118,8 @@ impl HistEvent {
 struct Table {
     objects: BTreeMap<Key, SharedObject>,
     history: VecDeque<HistEvent>,
+    /// Sum of [`HistEvent::bytes`] over `history`.
+    history_bytes: usize,
     /// resourceVersion of the newest event dropped from `history` (0: none yet).
     evicted_upto: u64,
     watchers: BTreeMap<u64, Watcher>,
@@ -173,6 +169,7 @@ impl State {
 struct Inner {
     state: RwLock<State>,
     history_limit: usize,
+    history_byte_limit: usize,
     watch_buffer: AtomicUsize,
     bookmark_interval_ms: AtomicU64,
     next_watcher: AtomicU64,
@@ -186,13 +183,24 @@ impl Default for Store {
 }
 
 impl Store {
-    /// A store with a history window of 10,000 watch events per resource type.
+    /// A store with a history window of [`DEFAULT_HISTORY_EVENTS`] watch events and
+    /// [`DEFAULT_HISTORY_BYTES`] per resource type.
     pub fn new() -> Store {
-        Self::with_history(10_000)
+        Self::with_history(DEFAULT_HISTORY_EVENTS)
     }
 
-    /// A store keeping `events` watch events per resource type (at least 1).
+    /// A store keeping `events` watch events per resource type (at least 1), within
+    /// [`DEFAULT_HISTORY_BYTES`].
     pub fn with_history(events: usize) -> Store {
+        Self::with_history_limits(events, DEFAULT_HISTORY_BYTES)
+    }
+
+    /// A store keeping, per resource type, the newest `events` watch events (at least 1)
+    /// as long as the object versions they hold add up to at most `bytes` of JSON (the
+    /// newest event is kept whatever its size). A watch or a list from a
+    /// resourceVersion older than the window is 410 Gone, as upstream's watch cache
+    /// answers one older than its window.
+    pub fn with_history_limits(events: usize, bytes: usize) -> Store {
         let seed = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64)
@@ -205,6 +213,7 @@ impl Store {
             inner: Arc::new(Inner {
                 state: RwLock::new(State { rv: 0, tables }),
                 history_limit: events.max(1),
+                history_byte_limit: bytes,
                 watch_buffer: AtomicUsize::new(DEFAULT_WATCH_BUFFER),
                 bookmark_interval_ms: AtomicU64::new(DEFAULT_BOOKMARK_INTERVAL.as_millis() as u64),
                 next_watcher: AtomicU64::new(1),
@@ -240,7 +249,7 @@ impl Store {
     }
 
     /// Store `obj` under `key` with the next resourceVersion, record the event and hand
-    /// it to watchers. `prev` is the object it replaces.
+    /// it to watchers. `prev` is the object it replaces. Returns `obj` as stored.
     fn commit(
         &self,
         st: &mut State,
@@ -253,27 +262,31 @@ impl Store {
         st.rv += 1;
         let rv = st.rv;
         set_meta(&mut obj, "resourceVersion", Value::String(rv.to_string()));
-        let shared = SharedObject::new(obj);
-        let out = (*shared.object).clone();
-        let limit = self.inner.history_limit;
+        let shared = SharedObject::new(&obj);
         let Some(table) = st.tables.get_mut(&rt.key()) else {
-            return out;
+            return obj;
         };
         if kind == "DELETED" {
             table.objects.remove(&key);
         } else {
             table.objects.insert(key.clone(), shared.clone());
         }
-        table.history.push_back(HistEvent {
+        let ev = HistEvent {
             rv,
             kind,
             key,
             obj: shared,
             prev,
             deleted_view: OnceLock::new(),
-        });
-        while table.history.len() > limit {
+        };
+        table.history_bytes += ev.bytes();
+        table.history.push_back(ev);
+        let (limit, byte_limit) = (self.inner.history_limit, self.inner.history_byte_limit);
+        while table.history.len() > limit
+            || (table.history_bytes > byte_limit && table.history.len() > 1)
+        {
             if let Some(e) = table.history.pop_front() {
+                table.history_bytes -= e.bytes();
                 table.evicted_upto = e.rv;
             }
         }
@@ -283,7 +296,7 @@ impl Store {
         if let Some(ev) = history.back() {
             watch::fan_out(watchers, ev);
         }
-        out
+        obj
     }
 }
 

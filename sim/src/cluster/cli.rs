@@ -8,7 +8,7 @@ use clap::{Args as ClapArgs, Parser, Subcommand};
 use kubelet_gitops_core::inventory::Inventory;
 use kubelet_gitops_core::logging::{self, LogFormat, LogOutput};
 
-use super::{Sim, SimConfig};
+use super::{Sim, SimConfig, StatusChurn};
 use crate::faults::FaultConfig;
 use crate::kubelet::{self, KubeletOptions, ProcessOptions};
 
@@ -84,6 +84,12 @@ struct ServeArgs {
     /// Register the Nodes (Ready) but run no stand-in kubelets and lay out no node roots.
     #[arg(long, env = "KUBELET_GITOPS_SIM_NO_KUBELETS")]
     no_kubelets: bool,
+    /// Status reports of the Nodes without a stand-in kubelet (all of them with
+    /// --no-kubelets), as quiet kubelets make them: a per-Node interval (Go duration;
+    /// the default is a kubelet's nodeStatusReportFrequency), a rate over the whole fleet
+    /// (`333/s`), or `off` (`0`). Stand-in kubelets report on their own.
+    #[arg(long, env = "KUBELET_GITOPS_SIM_STATUS_CHURN", default_value = "5m", value_parser = parse_churn)]
+    status_churn: StatusChurn,
     #[command(flatten)]
     host: HostArgs,
     #[command(flatten)]
@@ -238,6 +244,10 @@ struct KubeletArgs {
     host: HostArgs,
 }
 
+fn parse_churn(s: &str) -> Result<StatusChurn, String> {
+    s.parse()
+}
+
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let d = kubelet_gitops_core::duration::Duration::parse(s).map_err(|e| e.to_string())?;
     d.to_std()
@@ -314,6 +324,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         kubeconfig_out,
         workdir,
         no_kubelets,
+        status_churn,
         host,
         faults,
     } = args;
@@ -348,6 +359,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     config.kubelets = !no_kubelets;
     config.kubelet = options;
     config.kubeconfig_out = Some(kubeconfig_out);
+    config.status_churn = status_churn;
     let sim = Sim::start(config).await?;
 
     println!("API server:  {}", sim.url());
@@ -355,7 +367,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     println!("workdir:     {}", sim.workdir().display());
     if sim.kubelets().is_empty() {
         println!(
-            "nodes:       {} (no stand-in kubelets)",
+            "nodes:       {} (no stand-in kubelets, status churn {status_churn})",
             sim.inventory().nodes.len()
         );
     }
@@ -418,5 +430,51 @@ impl Drop for TempWorkdir {
                 "cannot remove the temporary work directory"
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn churn(extra: &[&str]) -> Result<StatusChurn, clap::Error> {
+        let args = Args::try_parse_from(
+            [
+                "kubelet-gitops-sim",
+                "serve",
+                "--generate-nodes",
+                "3",
+                "--kubeconfig-out",
+                "k",
+            ]
+            .iter()
+            .chain(extra),
+        )?;
+        match args.command {
+            Command::Serve(s) => Ok(s.status_churn),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn serve_churns_as_kubelets_unless_told_otherwise() {
+        // clap would read the variable: the test needs it unset.
+        assert!(std::env::var_os("KUBELET_GITOPS_SIM_STATUS_CHURN").is_none());
+        assert_eq!(churn(&[]).unwrap(), StatusChurn::KUBELETS);
+        assert_eq!(churn(&["--status-churn", "off"]).unwrap(), StatusChurn::Off);
+        assert_eq!(churn(&["--status-churn", "0"]).unwrap(), StatusChurn::Off);
+        assert_eq!(
+            churn(&["--status-churn=333/s"]).unwrap(),
+            StatusChurn::PerSecond(333.0)
+        );
+        assert_eq!(
+            churn(&["--status-churn", "30s"]).unwrap(),
+            StatusChurn::PerNode(Duration::from_secs(30))
+        );
+        let err = churn(&["--status-churn", "often"]).unwrap_err().to_string();
+        assert!(
+            err.contains("want off, a duration (5m) or a rate (333/s)"),
+            "{err}"
+        );
     }
 }

@@ -303,6 +303,10 @@ fn diff_changed(
     cur: &mut FieldPath,
     out: &mut FieldSet,
 ) {
+    if old == Some(new) {
+        // Nothing below changed: no need to walk it (most of an object, most writes).
+        return;
+    }
     match new {
         Value::Object(_) if is_atomic_struct(kind, dotted) => {
             if old != Some(new) {
@@ -384,6 +388,10 @@ fn diff_gone(
     cur: &mut FieldPath,
     out: &mut FieldSet,
 ) {
+    if new == Some(old) {
+        // Nothing below is gone.
+        return;
+    }
     match old {
         Value::Object(m) if !m.is_empty() => {
             let nm = new.and_then(Value::as_object);

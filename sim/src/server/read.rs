@@ -63,10 +63,15 @@ pub(super) fn do_list(
         Output::Table(_) => Some(include_object(params)?),
         _ => None,
     };
-    // Items shared with the store: no deep copy, and each object's JSON encoding is
-    // computed once per object version, so repeated lists of a large table are a copy.
+    // Items shared with the store as their JSON encodings: a JSON list, or a list of
+    // their metadata, is a copy; a Table or YAML decodes them.
     let list = st.store.list_shared(t.rt, t.ns.as_deref(), &opts)?;
-    let objects = || list.items.iter().map(|o| &*o.object);
+    let decoded = || {
+        list.items
+            .iter()
+            .map(SharedObject::object)
+            .collect::<Vec<_>>()
+    };
     let mut meta = Map::new();
     meta.insert("resourceVersion".into(), json!(list.resource_version));
     if let Some(c) = &list.continue_token {
@@ -81,24 +86,13 @@ pub(super) fn do_list(
             let include = include.unwrap_or(IncludeObject::Metadata);
             json_response(
                 StatusCode::OK,
-                &table::table(t.rt, objects(), meta, v, include, true),
+                &table::table(t.rt, decoded().iter(), meta, v, include, true),
             )
         }
-        Output::Meta(v) => {
-            let items: Vec<Value> = objects().map(|o| table::partial_metadata(o, v)).collect();
-            json_response(
-                StatusCode::OK,
-                &json!({
-                    "kind": "PartialObjectMetadataList",
-                    "apiVersion": format!("meta.k8s.io/{v}"),
-                    "metadata": meta,
-                    "items": items,
-                }),
-            )
-        }
+        Output::Meta(v) => json_bytes(StatusCode::OK, encode_metadata_list(v, &meta, &list.items)),
         Output::Json => json_bytes(StatusCode::OK, encode_list(t.rt, &meta, &list.items)),
         Output::Yaml => {
-            let items: Vec<Value> = objects().map(strip_type_meta).collect();
+            let items: Vec<Value> = decoded().iter().map(strip_type_meta).collect();
             yaml_response(
                 StatusCode::OK,
                 &json!({
@@ -149,7 +143,7 @@ impl serde::Serialize for WithoutTypeMeta<'_> {
 /// `{"kind":"NodeList","apiVersion":"v1","metadata":{..},"items":[..]}` with items
 /// encoded as the real server does (no kind/apiVersion on items).
 ///
-/// Each item is taken from its cached encoding ([`SharedObject::encoded`]): the store
+/// Each item is taken from its stored encoding ([`SharedObject::encoded`]): the store
 /// keeps `kind` and `apiVersion` as an object's first two keys, so dropping them is
 /// dropping that exact prefix. An item without that prefix is encoded afresh.
 fn encode_list(rt: &ResourceType, meta: &Value, items: &[SharedObject]) -> Vec<u8> {
@@ -174,9 +168,29 @@ fn encode_list(rt: &ResourceType, meta: &Value, items: &[SharedObject]) -> Vec<u
                 out.extend_from_slice(rest.as_bytes());
             }
             None => {
-                let _ = serde_json::to_writer(&mut out, &WithoutTypeMeta(&item.object));
+                let _ = serde_json::to_writer(&mut out, &WithoutTypeMeta(&item.object()));
             }
         }
+    }
+    out.extend_from_slice(b"]}");
+    out
+}
+
+/// `{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/<v>","metadata":{..},
+/// "items":[..]}`, each item's metadata copied from its encoding (nothing is decoded).
+fn encode_metadata_list(version: &str, meta: &Value, items: &[SharedObject]) -> Vec<u8> {
+    let total: usize = items.iter().map(|o| o.metadata_json().len() + 80).sum();
+    let mut out = Vec::with_capacity(256 + total);
+    out.extend_from_slice(b"{\"kind\":\"PartialObjectMetadataList\",\"apiVersion\":");
+    let _ = serde_json::to_writer(&mut out, &format!("meta.k8s.io/{version}"));
+    out.extend_from_slice(b",\"metadata\":");
+    let _ = serde_json::to_writer(&mut out, meta);
+    out.extend_from_slice(b",\"items\":[");
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(table::partial_metadata_json(item.encoded(), version).as_bytes());
     }
     out.extend_from_slice(b"]}");
     out
@@ -200,7 +214,7 @@ mod tests {
 
     /// The list as encoded from scratch: every item without its kind and apiVersion.
     fn reference(rt: &ResourceType, meta: &Value, items: &[SharedObject]) -> Vec<u8> {
-        let items: Vec<Value> = items.iter().map(|o| strip_type_meta(&o.object)).collect();
+        let items: Vec<Value> = items.iter().map(|o| strip_type_meta(&o.object())).collect();
         serde_json::to_vec(&json!({
             "kind": format!("{}List", rt.kind),
             "apiVersion": rt.api_version(),
@@ -233,7 +247,6 @@ mod tests {
                 .list_shared(rt, None, &ListOptions::default())
                 .unwrap();
             assert!(!list.items.is_empty(), "{}", rt.plural);
-            // Twice: once encoding the items, once from their cached encodings.
             for _ in 0..2 {
                 let got = encode_list(rt, &meta, &list.items);
                 assert_eq!(
@@ -243,7 +256,7 @@ mod tests {
                     rt.plural
                 );
             }
-            let first = &list.items[0].object;
+            let first = &list.items[0].object();
             assert!(
                 first.get("kind").is_some(),
                 "stored objects keep their kind"

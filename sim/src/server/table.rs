@@ -455,6 +455,15 @@ pub(crate) fn partial_metadata(obj: &Value, version: &str) -> Value {
     })
 }
 
+/// [`partial_metadata`] of an object given as its JSON encoding, encoded: the
+/// object's `metadata` is copied as it is encoded, nothing is decoded.
+pub(crate) fn partial_metadata_json(encoded: &str, version: &str) -> String {
+    let meta = crate::store::raw_field(encoded, "metadata").unwrap_or("{}");
+    format!(
+        "{{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/{version}\",\"metadata\":{meta}}}"
+    )
+}
+
 fn row(rt: &ResourceType, obj: &Value, include: IncludeObject, now: i64) -> Value {
     let mut r = Map::new();
     r.insert("cells".into(), Value::Array(cells(rt, obj, now)));

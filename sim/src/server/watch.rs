@@ -158,11 +158,20 @@ fn encode_event(
     let object = match output {
         _ if ev.kind == "ERROR" => return Bytes::from(ev.to_line()),
         Output::Json | Output::Yaml => return Bytes::from(ev.to_line()),
-        Output::Meta(v) => table::partial_metadata(&ev.object, v),
+        Output::Meta(v) => {
+            let object = table::partial_metadata_json(ev.encoded_object(), v);
+            let mut line = String::with_capacity(object.len() + 32);
+            line.push_str("{\"type\":");
+            line.push_str(&serde_json::Value::String(ev.kind.into()).to_string());
+            line.push_str(",\"object\":");
+            line.push_str(&object);
+            line.push_str("}\n");
+            return Bytes::from(line);
+        }
         Output::Table(_) if ev.kind == "BOOKMARK" => return Bytes::from(ev.to_line()),
         Output::Table(v) => {
-            let meta = json!({ "resourceVersion": ev.object.pointer("/metadata/resourceVersion").cloned().unwrap_or(json!("")) });
-            table::table(rt, [&*ev.object], meta, v, include, first)
+            let meta = json!({ "resourceVersion": ev.object().pointer("/metadata/resourceVersion").cloned().unwrap_or(json!("")) });
+            table::table(rt, [ev.object()], meta, v, include, first)
         }
     };
     let mut line =

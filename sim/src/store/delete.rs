@@ -42,9 +42,10 @@ impl Store {
         let existing = st
             .stored(rt, &key)
             .ok_or_else(|| ApiError::not_found(rt, name))?;
+        let existing_obj = existing.object();
         if let Some(p) = preconditions.as_ref().and_then(Value::as_object) {
             if let Some(uid) = p.get("uid").and_then(Value::as_str) {
-                let have = meta_str(&existing.object, "uid");
+                let have = meta_str(&existing_obj, "uid");
                 if uid != have {
                     return Err(ApiError::precondition_failed(
                         rt,
@@ -56,7 +57,7 @@ impl Store {
                 }
             }
             if let Some(rv) = p.get("resourceVersion").and_then(Value::as_str) {
-                let have = meta_str(&existing.object, "resourceVersion");
+                let have = meta_str(&existing_obj, "resourceVersion");
                 if rv != have {
                     return Err(ApiError::precondition_failed(
                         rt,
@@ -101,15 +102,14 @@ impl Store {
                         .and_then(|t| t.objects.get(&k))
                         .cloned();
                     if let Some(prev) = prev {
-                        let obj = (*prev.object).clone();
+                        let obj = prev.object();
                         self.commit(&mut st, crt, k, "DELETED", obj, Some(prev));
                     }
                 }
             }
         }
-        let obj = (*existing.object).clone();
-        self.commit(&mut st, rt, key, "DELETED", obj, Some(existing.clone()));
-        let mut out = (*existing.object).clone();
+        let mut out = existing_obj.clone();
+        self.commit(&mut st, rt, key, "DELETED", existing_obj, Some(existing));
         if is_namespace {
             set_meta(&mut out, "deletionTimestamp", Value::String(now_rfc3339()));
             if let Value::Object(m) = &mut out {

@@ -217,7 +217,7 @@ mod tests {
         );
         let ev = w.try_recv().unwrap();
         assert_eq!(
-            (ev.kind, ev.object["note"].as_str()),
+            (ev.kind, ev.object()["note"].as_str()),
             ("ADDED", Some("hello"))
         );
         assert!(

@@ -32,8 +32,8 @@ pub fn drain(rx: &mut mpsc::Receiver<WatchEvent>) -> Vec<(String, String, u64)> 
     while let Ok(e) = rx.try_recv() {
         out.push((
             e.kind.to_string(),
-            meta_str(&e.object, "name").to_string(),
-            obj_rv(&e.object),
+            meta_str(e.object(), "name").to_string(),
+            obj_rv(e.object()),
         ));
     }
     out

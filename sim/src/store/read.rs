@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use base64::Engine as _;
 use serde_json::{Value, json};
 
+use super::encoded::Selectable;
 use super::events::{parse_field_selector_for, storage, user_error, view};
 use super::{Key, SharedObject, Store, object_key};
 use crate::error::ApiError;
@@ -74,9 +75,38 @@ impl Store {
     fn get_impl(&self, rt: &ResourceType, ns: Option<&str>, name: &str) -> Result<Value, ApiError> {
         let found = self.read().stored(rt, &object_key(rt, ns, name));
         match found {
-            Some(o) => Ok((*o.object).clone()),
+            Some(o) => Ok(o.object()),
             None => Err(ApiError::not_found(rt, name)),
         }
+    }
+
+    /// The object `name` (in `ns`) as stored: its encoding, shared, nothing decoded
+    /// (`None` if there is no such object). Events are in their core/v1 form.
+    pub fn get_shared(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+    ) -> Option<SharedObject> {
+        let (rt, _) = storage(rt);
+        self.read().stored(rt, &object_key(rt, ns, name))
+    }
+
+    /// The names of every object of `rt` (in `ns`, for a namespaced kind; across
+    /// namespaces without one), in list order.
+    pub fn names(&self, rt: &ResourceType, ns: Option<&str>) -> Vec<String> {
+        let (rt, _) = storage(rt);
+        let st = self.read();
+        let Some(table) = st.tables.get(&rt.key()) else {
+            return Vec::new();
+        };
+        let ns = ns.filter(|n| rt.namespaced && !n.is_empty());
+        table
+            .objects
+            .keys()
+            .filter(|k| ns.is_none_or(|n| k.0 == n))
+            .map(|k| k.1.clone())
+            .collect()
     }
 
     /// A page of objects (deep copies).
@@ -88,15 +118,15 @@ impl Store {
     ) -> Result<ListResult, ApiError> {
         let shared = self.list_shared(rt, ns, opts)?;
         Ok(ListResult {
-            items: shared.items.iter().map(|o| (*o.object).clone()).collect(),
+            items: shared.items.iter().map(SharedObject::object).collect(),
             resource_version: shared.resource_version,
             continue_token: shared.continue_token,
             remaining_item_count: shared.remaining_item_count,
         })
     }
 
-    /// A page of objects shared with the store: no deep copy, and each item's JSON
-    /// encoding ([`SharedObject::encoded`]) is computed at most once per object version.
+    /// A page of objects shared with the store: no copy, and each item's JSON encoding
+    /// ([`SharedObject::encoded`]) is the stored one.
     pub fn list_shared(
         &self,
         rt: &ResourceType,
@@ -109,7 +139,7 @@ impl Store {
             .map_err(|e| user_error(rt, conv, e))?;
         if conv {
             for item in list.items.iter_mut() {
-                *item = SharedObject::new(view(rt, conv, (*item.object).clone()));
+                *item = SharedObject::new(&view(rt, conv, item.object()));
             }
         }
         Ok(list)
@@ -209,8 +239,8 @@ impl Store {
                 }
             }
         };
-        let selects = |o: &SharedObject| -> bool {
-            label.matches_object(&o.object) && field.matches_object(&o.object)
+        let selects = |k: &Key, o: &SharedObject| -> bool {
+            Selectable::new(k, o).selected_by(&label, &field)
         };
         let no_selector = label.is_empty() && field.is_empty();
 
@@ -228,7 +258,7 @@ impl Store {
             if !in_scope(k) {
                 return ns.is_none_or(|n| k.0.as_str() <= n);
             }
-            if !selects(o) {
+            if !selects(k, o) {
                 return true;
             }
             if limit.is_some_and(|l| items.len() >= l) {

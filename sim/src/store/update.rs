@@ -71,23 +71,25 @@ impl Store {
             }
             return Err(ApiError::not_found(rt, name));
         };
+        let old = existing.object();
         let body_rv = meta_str(&obj, "resourceVersion").to_string();
         if !body_rv.is_empty() {
             // Not a number: the plain strconv error, a 500 without a reason.
             let rv = body_rv
                 .parse::<u64>()
                 .map_err(|_| ApiError::reasonless(500, crate::error::parse_uint_error(&body_rv)))?;
-            if rv != obj_rv(&existing.object) {
+            if rv != obj_rv(&old) {
                 return Err(ApiError::stale(rt, name));
             }
         }
-        let new = shape_update(rt, subresource, &existing.object, obj);
+        let new = shape_update(rt, subresource, &old, obj);
         let manager = opts.field_manager.as_deref().unwrap_or("unknown");
         self.finish_update(
             &mut st,
             rt,
             key,
             existing,
+            &old,
             new,
             opts,
             ManagedUpdate::Track(manager, subresource.unwrap_or("")),
@@ -95,7 +97,8 @@ impl Store {
     }
 
     /// Validate, record managedFields and commit an update of
-    /// `existing` to `new` (which already has the shape the subresource allows).
+    /// `existing` (decoded: `old`) to `new` (which already has the shape the subresource
+    /// allows).
     #[allow(clippy::too_many_arguments)]
     fn finish_update(
         &self,
@@ -103,11 +106,11 @@ impl Store {
         rt: &ResourceType,
         key: Key,
         existing: SharedObject,
+        old: &Value,
         mut new: Value,
         opts: &WriteOptions,
         managed: ManagedUpdate<'_>,
     ) -> Result<Value, ApiError> {
-        let old = &*existing.object;
         // Server-owned metadata stays as stored.
         for f in ["generation", "resourceVersion", "deletionTimestamp"] {
             match meta(old).and_then(|m| m.get(f)) {
@@ -212,7 +215,7 @@ impl Store {
             }
             return Err(ApiError::not_found(rt, name));
         };
-        let old = &*existing.object;
+        let old = &existing.object();
         if patch_type == PatchType::Apply {
             let (mut new, entries) = apply_to(rt, old, parsed, name, ns, opts, sub)?;
             decode(rt, &mut new).map_err(|e| body_error(rt, &e))?;
@@ -222,6 +225,7 @@ impl Store {
                 rt,
                 key,
                 existing.clone(),
+                old,
                 new,
                 opts,
                 ManagedUpdate::Given(entries),
@@ -271,6 +275,7 @@ impl Store {
             rt,
             key,
             existing.clone(),
+            old,
             new,
             opts,
             ManagedUpdate::Track(manager, sub),

@@ -13,6 +13,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use super::encoded::Selectable;
 use super::events::{parse_field_selector_for, storage, user_error, view};
 use super::read::{parse_label_selector, parse_rv};
 use super::{HistEvent, Inner, Key, SharedObject, Store};
@@ -38,14 +39,21 @@ pub struct WatchOptions {
 }
 
 /// One watch event. Cloning is cheap: the object is shared by every watcher that
-/// receives the event, and so is its JSON encoding (see [`WatchEvent::encoded_object`]).
+/// receives the event, as the stored encoding (see [`WatchEvent::encoded_object`]), and
+/// decoded at most once, only if some receiver asks for the value
+/// ([`WatchEvent::object`]).
 #[derive(Debug, Clone)]
 pub struct WatchEvent {
     /// `ADDED`, `MODIFIED`, `DELETED`, `BOOKMARK` or `ERROR`.
     pub kind: &'static str,
-    /// The object (a `metav1.Status` for ERROR).
-    pub object: Arc<Value>,
-    encoded: Arc<OnceLock<String>>,
+    body: Arc<EventBody>,
+}
+
+/// An event's object: its encoding, its value, or both (at least one is set).
+#[derive(Debug)]
+struct EventBody {
+    json: OnceLock<Arc<str>>,
+    value: OnceLock<Value>,
 }
 
 impl WatchEvent {
@@ -53,15 +61,39 @@ impl WatchEvent {
     pub fn new(kind: &'static str, object: Value) -> Self {
         WatchEvent {
             kind,
-            object: Arc::new(object),
-            encoded: Arc::new(OnceLock::new()),
+            body: Arc::new(EventBody {
+                json: OnceLock::new(),
+                value: OnceLock::from(object),
+            }),
         }
     }
 
-    /// The object serialized as JSON, computed once and shared by every clone.
+    /// An event for a stored object version.
+    fn stored(kind: &'static str, obj: &SharedObject) -> Self {
+        WatchEvent {
+            kind,
+            body: Arc::new(EventBody {
+                json: OnceLock::from(obj.shared_encoding()),
+                value: OnceLock::new(),
+            }),
+        }
+    }
+
+    /// The object (a `metav1.Status` for ERROR), decoded once and shared by every clone.
+    pub fn object(&self) -> &Value {
+        self.body.value.get_or_init(|| {
+            self.body
+                .json
+                .get()
+                .map_or(Value::Null, |j| super::encoded::decode(j))
+        })
+    }
+
+    /// The object serialized as JSON, computed at most once and shared by every clone.
     pub fn encoded_object(&self) -> &str {
-        self.encoded
-            .get_or_init(|| serde_json::to_string(&*self.object).unwrap_or_default())
+        self.body
+            .json
+            .get_or_init(|| Arc::from(serde_json::to_string(self.object()).unwrap_or_default()))
     }
 
     /// One line of a watch stream: `{"type":"ADDED","object":{...}}\n`.
@@ -83,16 +115,6 @@ pub const DEFAULT_WATCH_BUFFER: usize = 4096;
 /// Default interval between BOOKMARK events for watchers that allow them.
 pub const DEFAULT_BOOKMARK_INTERVAL: Duration = Duration::from_secs(5);
 
-impl SharedObject {
-    fn event(&self, kind: &'static str) -> WatchEvent {
-        WatchEvent {
-            kind,
-            object: self.object.clone(),
-            encoded: self.encoded.clone(),
-        }
-    }
-}
-
 pub(super) struct Watcher {
     tx: mpsc::Sender<WatchEvent>,
     ns: Option<String>,
@@ -102,37 +124,77 @@ pub(super) struct Watcher {
     to_events_v1: bool,
 }
 
+/// What a watcher receives of a history event.
+#[derive(Clone, Copy)]
+enum Seen {
+    Added,
+    Modified,
+    Deleted,
+    /// The object stopped matching: DELETED with the previous object.
+    Left,
+}
+
+/// One history event as watchers see it: its objects read for the selectors at most
+/// once, and each kind of event built once for all the watchers that receive it.
+struct Delivery<'a> {
+    ev: &'a HistEvent,
+    cur: Selectable<'a>,
+    prev: Option<Selectable<'a>>,
+    built: [Option<WatchEvent>; 4],
+}
+
+impl<'a> Delivery<'a> {
+    fn new(ev: &'a HistEvent) -> Self {
+        Delivery {
+            ev,
+            cur: Selectable::new(&ev.key, &ev.obj),
+            prev: ev.prev.as_ref().map(|p| Selectable::new(&ev.key, p)),
+            built: Default::default(),
+        }
+    }
+
+    fn event(&mut self, seen: Seen) -> WatchEvent {
+        let ev = self.ev;
+        self.built[seen as usize]
+            .get_or_insert_with(|| match seen {
+                Seen::Added => WatchEvent::stored("ADDED", &ev.obj),
+                Seen::Modified => WatchEvent::stored("MODIFIED", &ev.obj),
+                Seen::Deleted => WatchEvent::stored("DELETED", &ev.obj),
+                Seen::Left => WatchEvent::stored("DELETED", ev.deleted_view()),
+            })
+            .clone()
+    }
+}
+
 impl Watcher {
-    fn matches(&self, key: &Key, obj: &Value) -> bool {
+    fn matches(&self, key: &Key, obj: &Selectable<'_>) -> bool {
         if let Some(ns) = &self.ns
             && key.0 != *ns
         {
             return false;
         }
-        self.label.matches_object(obj) && self.field.matches_object(obj)
+        obj.selected_by(&self.label, &self.field)
     }
 
-    /// The event this watcher receives for `ev`, with upstream's selector transitions.
-    fn convert(&self, ev: &HistEvent) -> Option<WatchEvent> {
-        let cur = ev.kind != "DELETED" && self.matches(&ev.key, &ev.obj.object);
-        let old = ev
-            .prev
-            .as_ref()
-            .is_some_and(|p| self.matches(&ev.key, &p.object));
-        let e = match (cur, old) {
-            (true, false) => ev.obj.event("ADDED"),
-            (true, true) => ev.obj.event("MODIFIED"),
-            (false, true) if ev.kind == "DELETED" => ev.obj.event("DELETED"),
-            (false, true) => ev.deleted_view().event("DELETED"),
+    /// The event this watcher receives for `d`, with upstream's selector transitions.
+    fn convert(&self, d: &mut Delivery<'_>) -> Option<WatchEvent> {
+        let ev = d.ev;
+        let cur = ev.kind != "DELETED" && self.matches(&ev.key, &d.cur);
+        let old = d.prev.as_ref().is_some_and(|p| self.matches(&ev.key, p));
+        let seen = match (cur, old) {
+            (true, false) => Seen::Added,
+            (true, true) => Seen::Modified,
+            (false, true) if ev.kind == "DELETED" => Seen::Deleted,
+            (false, true) => Seen::Left,
             (false, false) => return None,
         };
-        Some(self.wrap(e))
+        Some(self.wrap(d.event(seen)))
     }
 
     /// The event as this watcher's API version shows it.
     fn wrap(&self, e: WatchEvent) -> WatchEvent {
         if self.to_events_v1 {
-            WatchEvent::new(e.kind, view(kinds::events(), true, (*e.object).clone()))
+            WatchEvent::new(e.kind, view(kinds::events(), true, e.object().clone()))
         } else {
             e
         }
@@ -144,9 +206,10 @@ pub(super) fn fan_out(watchers: &mut BTreeMap<u64, Watcher>, ev: &HistEvent) {
     if watchers.is_empty() {
         return;
     }
+    let mut d = Delivery::new(ev);
     let mut dead = Vec::new();
     for (id, w) in watchers.iter() {
-        if let Some(e) = w.convert(ev)
+        if let Some(e) = w.convert(&mut d)
             && w.tx.try_send(e).is_err()
         {
             dead.push(*id);
@@ -243,7 +306,7 @@ impl Store {
                 return Ok(rx);
             }
             for ev in table.history.iter().filter(|e| e.rv > rv) {
-                if let Some(e) = watcher_tmp.convert(ev) {
+                if let Some(e) = watcher_tmp.convert(&mut Delivery::new(ev)) {
                     initial.push(e);
                 }
             }
@@ -259,8 +322,8 @@ impl Store {
                 {
                     break;
                 }
-                if watcher_tmp.matches(k, &o.object) {
-                    initial.push(watcher_tmp.wrap(o.event("ADDED")));
+                if watcher_tmp.matches(k, &Selectable::new(k, o)) {
+                    initial.push(watcher_tmp.wrap(WatchEvent::stored("ADDED", o)));
                 }
             }
             if opts.send_initial_events && opts.allow_bookmarks {
@@ -492,9 +555,9 @@ mod tests {
             .unwrap();
         let e = w.try_recv().unwrap();
         assert_eq!(e.kind, "ERROR");
-        assert_eq!(e.object["code"], 410);
-        assert_eq!(e.object["reason"], "Expired");
-        assert_eq!(e.object["message"], "too old resource version: 5 (6)");
+        assert_eq!(e.object()["code"], 410);
+        assert_eq!(e.object()["reason"], "Expired");
+        assert_eq!(e.object()["message"], "too old resource version: 5 (6)");
         assert!(w.try_recv().is_err());
         assert!(w.is_closed() || w.try_recv().is_err());
         // Inside the window: fine.
@@ -577,7 +640,7 @@ mod tests {
         )
         .unwrap();
         let evs: Vec<(String, u64)> = std::iter::from_fn(|| w.try_recv().ok())
-            .map(|e| (e.kind.to_string(), obj_rv(&e.object)))
+            .map(|e| (e.kind.to_string(), obj_rv(e.object())))
             .collect();
         let kinds: Vec<&str> = evs.iter().map(|e| e.0.as_str()).collect();
         assert_eq!(kinds, vec!["DELETED", "ADDED"]);
@@ -614,8 +677,11 @@ mod tests {
             .collect();
         s.create(nodes(), None, node("n1"), &wo("m")).unwrap();
         let evs: Vec<WatchEvent> = ws.iter_mut().map(|w| w.try_recv().unwrap()).collect();
-        assert!(Arc::ptr_eq(&evs[0].object, &evs[1].object));
-        assert!(Arc::ptr_eq(&evs[1].object, &evs[2].object));
+        assert!(Arc::ptr_eq(&evs[0].body, &evs[1].body));
+        assert!(Arc::ptr_eq(&evs[1].body, &evs[2].body));
+        assert!(evs[0].body.value.get().is_none(), "nothing decoded yet");
+        let v = evs[0].object() as *const Value;
+        assert_eq!(evs[2].object() as *const Value, v, "decoded once");
         let a = evs[0].encoded_object() as *const str;
         let b = evs[2].encoded_object() as *const str;
         assert_eq!(a, b, "serialized once");
@@ -678,17 +744,17 @@ mod tests {
             .unwrap();
         let first = w.recv().await.unwrap();
         assert_eq!(
-            (first.kind, meta_str(&first.object, "name")),
+            (first.kind, meta_str(first.object(), "name")),
             ("ADDED", "a")
         );
         let end = w.recv().await.unwrap();
         assert_eq!(end.kind, "BOOKMARK");
         assert_eq!(
-            end.object["metadata"]["annotations"]["k8s.io/initial-events-end"],
+            end.object()["metadata"]["annotations"]["k8s.io/initial-events-end"],
             "true"
         );
         assert_eq!(
-            end.object["metadata"]["resourceVersion"],
+            end.object()["metadata"]["resourceVersion"],
             s.current_resource_version().to_string()
         );
         // Bookmarks come once the store has moved on (a write to another kind will do),
@@ -706,7 +772,7 @@ mod tests {
             .unwrap();
         assert_eq!(bm.kind, "BOOKMARK");
         assert_eq!(
-            *bm.object,
+            *bm.object(),
             json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"resourceVersion": s.current_resource_version().to_string()}})
         );
         // Timeout closes the stream.

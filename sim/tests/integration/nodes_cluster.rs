@@ -182,3 +182,80 @@ async fn a_generated_inventory_registers_every_node() {
     assert_eq!(pool_a.items.len(), 100);
     sim.shutdown().await;
 }
+
+/// Without stand-in kubelets the Nodes report their status as quiet kubelets do, once
+/// the churn is on: every Node gets a MODIFIED event with a new resourceVersion, each
+/// write counted under the client `kubelet`; off (the default of `SimConfig::new`), no
+/// Node is written.
+#[tokio::test]
+async fn nodes_without_kubelets_report_their_status_at_the_churn_rate() {
+    use kubelet_gitops_sim::cluster::{Sim, SimConfig, StatusChurn};
+    use kubelet_gitops_sim::resources::kinds;
+    use kubelet_gitops_sim::store::WatchOptions;
+    use std::collections::BTreeSet;
+    use std::time::Duration;
+
+    let dir = tempfile::tempdir().unwrap();
+    let inventory = kubelet_gitops_core::inventory::Inventory::generate(6, &["a", "b"]);
+    let mut config = SimConfig::new(inventory, dir.path());
+    config.kubelets = false;
+    let sim = Sim::start(config).await.expect("sim");
+    let log = sim.request_log();
+    assert_eq!(sim.status_churn(), StatusChurn::Off, "off for tests");
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    assert_eq!(
+        log.client_requests("kubelet"),
+        0,
+        "{:?}",
+        log.counts_by_client()
+    );
+
+    let from = sim.store().current_resource_version();
+    let mut events = sim
+        .store()
+        .watch(
+            kinds::nodes(),
+            None,
+            &WatchOptions {
+                resource_version: Some(from.to_string()),
+                ..WatchOptions::default()
+            },
+        )
+        .expect("watch");
+    // Two rounds of 1.2 s: the second report of each Node is more than a second after
+    // its creation, so its heartbeat (to the second) has moved.
+    sim.set_status_churn(StatusChurn::PerNode(Duration::from_millis(1200)));
+    let mut modified = BTreeSet::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while modified.len() < 6 {
+        let ev = tokio::time::timeout_at(deadline, events.recv())
+            .await
+            .unwrap_or_else(|_| panic!("only {modified:?} reported their status"))
+            .expect("watch open");
+        assert_eq!(ev.kind, "MODIFIED");
+        let rv: u64 = ev.object()["metadata"]["resourceVersion"]
+            .as_str()
+            .and_then(|r| r.parse().ok())
+            .expect("resourceVersion");
+        assert!(rv > from);
+        modified.insert(
+            ev.object()["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    assert!(log.client_count("kubelet", "patch", "nodes/status") >= 6);
+    assert_eq!(log.client_writes("kubelet"), log.client_requests("kubelet"));
+
+    sim.set_status_churn(StatusChurn::Off);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let stopped = log.client_requests("kubelet");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        log.client_requests("kubelet"),
+        stopped,
+        "off stops the reports"
+    );
+    sim.shutdown().await;
+}
