@@ -15,8 +15,9 @@
 //!   second agent that restarts the stand-in kubelet with a command.
 //!
 //! `cargo bench -p node-agent --bench agent` (N from `AGENT_BENCH_APPLIES`, default 50;
-//! `AGENT_BENCH_IDLE=10s` for a quick run; `AGENT_BENCH_BIN` measures another build of
-//! the agent, such as the image's).
+//! `AGENT_BENCH_IDLE=10s` for a quick run). The agent measured is the image's build,
+//! `cargo build --profile agent`, which the bench runs first; `AGENT_BENCH_BIN` measures
+//! another.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -81,12 +82,33 @@ struct Memory {
     threads: u64,
 }
 
-/// The agent's binary: `AGENT_BENCH_BIN` (the image's, another build), or the one cargo
-/// built with this bench.
+/// The agent's binary: `AGENT_BENCH_BIN`, or the image's, built here as the Dockerfile
+/// builds it (`cargo build --profile agent`; the bench's own profile is not the one that
+/// ships, and an idle agent's RSS is mostly its code).
 fn agent_bin() -> PathBuf {
-    std::env::var_os("AGENT_BENCH_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_kubelet-gitops-agent")))
+    if let Some(bin) = std::env::var_os("AGENT_BENCH_BIN") {
+        return PathBuf::from(bin);
+    }
+    eprintln!("building the agent as the image does: cargo build --profile agent");
+    let out = std::process::Command::new(env!("CARGO"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args([
+            "build",
+            "--profile=agent",
+            "-p=node-agent",
+            "--bin=kubelet-gitops-agent",
+            "--message-format=json-render-diagnostics",
+        ])
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("cargo build");
+    assert!(out.status.success(), "cargo build --profile agent failed");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|m| m["target"]["name"] == "kubelet-gitops-agent")
+        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+        .expect("cargo built no kubelet-gitops-agent")
 }
 
 fn memory(pid: u32) -> Option<Memory> {
