@@ -4,8 +4,8 @@
 //!   environment, read from the manifest; no command-line options), reaching the API
 //!   server over TLS with a service-account token and the cluster's CA, as a pod's
 //!   in-cluster config does; measured after its first sync and again after
-//!   `AGENT_BENCH_IDLE` (default 6m: six resyncs, and the Node watch re-opened once at
-//!   kube-runtime's default timeout, 290 s), with the peak in between, where the
+//!   `AGENT_BENCH_IDLE` (default 6m: six resyncs; the watches are re-opened every 30
+//!   minutes, `--watch-timeout`), with the peak in between, where the
 //!   memory is (`/proc/PID/smaps`: the agent's code, the shared libraries', anonymous
 //!   memory), the CPU it used and every API request it made meanwhile, from the sim's
 //!   request log;
