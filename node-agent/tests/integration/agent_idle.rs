@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use kubelet_gitops_sim::faults::FaultConfig;
 
+use crate::support::NODE;
 use crate::support::agent::{Harness, condition, config_with};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -55,10 +56,13 @@ async fn an_idle_agent_writes_nothing() {
     );
     let mut requests: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for e in log.entries() {
-        requests
-            .entry(e.verb.clone())
-            .or_default()
-            .push(format!("{} {:?} {}", e.resource, e.name, e.status));
+        requests.entry(e.verb.clone()).or_default().push(format!(
+            "{} {:?} {} {}",
+            e.resource,
+            e.name,
+            e.status,
+            e.user_agent.as_deref().unwrap_or("(no User-Agent)")
+        ));
     }
     let watches = requests.remove("watch").unwrap_or_default();
     assert!(
@@ -66,9 +70,13 @@ async fn an_idle_agent_writes_nothing() {
         "an idle agent made other requests than watches over 6s (resync 1s, {reports} status reports of the kubelet, {} watches): {requests:?}",
         watches.len()
     );
+    let agent = node_agent::agent::user_agent(NODE);
     assert!(
-        watches.len() >= 4 && watches.iter().all(|w| w.starts_with("nodes ")),
-        "the Node watch was opened again at each timeout and cut: {watches:?}"
+        watches.len() >= 4
+            && watches
+                .iter()
+                .all(|w| w.starts_with("nodes ") && w.ends_with(&format!(" {agent}"))),
+        "the Node watch was opened again at each timeout and cut, by the agent ({agent}): {watches:?}"
     );
     let node = h.node();
     assert_eq!(
