@@ -25,22 +25,24 @@ WORKDIR /src
 # reconciler links libz.so.1 dynamically (ldd target/release/kubelet-gitops).
 ENV LIBZ_SYS_STATIC=1 \
     CARGO_PROFILE_RELEASE_STRIP=symbols \
+    CARGO_PROFILE_AGENT_STRIP=symbols \
     CARGO_TERM_COLOR=never
 COPY . .
 # --locked: exactly the Cargo.lock versions. The caches keep downloaded crates and
 # compiled dependencies between builds (BuildKit); the binaries are copied out of the
 # cached target directory. The reconciler is built without its default `demo` feature:
 # the image carries no simulated cluster (`kubelet-gitops demo` is a command of the
-# source build, README.md).
+# source build, README.md). The agent and the rescue are built with the `agent` profile
+# (Cargo.toml: small code, as one runs on every node).
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     cargo build --release --locked \
         -p reconciler --no-default-features --bin kubelet-gitops \
- && cargo build --release --locked \
+ && cargo build --profile agent --locked \
         -p node-agent --bin kubelet-gitops-agent --bin kubelet-gitops-rescue \
  && install -D -m 0755 target/release/kubelet-gitops /out/kubelet-gitops \
- && install -D -m 0755 target/release/kubelet-gitops-agent /out/kubelet-gitops-agent \
- && install -D -m 0755 target/release/kubelet-gitops-rescue /out/kubelet-gitops-rescue
+ && install -D -m 0755 target/agent/kubelet-gitops-agent /out/kubelet-gitops-agent \
+ && install -D -m 0755 target/agent/kubelet-gitops-rescue /out/kubelet-gitops-rescue
 
 FROM gcr.io/distroless/cc-debian12:nonroot
 LABEL org.opencontainers.image.title="kubelet-gitops" \

@@ -38,7 +38,7 @@ use crate::error::{CheckpointError, FileError, HostError, KubeletError};
 use crate::hostflags::read_flags;
 use crate::kubelet::{Kubelet, KubeletSettings};
 use crate::lock::AgentLock;
-use crate::report::{ReportError, Reporter};
+use crate::report::{self, ReportError, Reporter};
 use crate::watch::NodeWatch;
 
 /// Why the agent stopped, or a step failed.
@@ -144,9 +144,20 @@ fn placement(config: &Config) -> Result<Placement, AgentError> {
     })
 }
 
+/// The User-Agent of the agent's API requests, `kubelet-gitops-agent/0.1.0 (node-1)`: kube's
+/// client sends none, and the API server's audit log and metrics, and the sim's request
+/// log, tell clients apart by it.
+pub fn user_agent(node_name: &str) -> String {
+    format!(
+        "{}/{} ({node_name})",
+        report::COMPONENT,
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
 async fn client(config: &Config) -> Result<Client, AgentError> {
     let boxed = |e: Box<dyn std::error::Error + Send + Sync>| AgentError::ClientConfig(e);
-    let kube_config = match &config.kubeconfig {
+    let mut kube_config = match &config.kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| boxed(Box::new(e)))?;
             kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
@@ -157,6 +168,10 @@ async fn client(config: &Config) -> Result<Client, AgentError> {
             .await
             .map_err(|e| boxed(Box::new(e)))?,
     };
+    // A Node name is a DNS subdomain: a valid header value.
+    let agent = http::HeaderValue::from_str(&user_agent(&config.node_name))
+        .map_err(|e| boxed(Box::new(e)))?;
+    kube_config.headers.push((http::header::USER_AGENT, agent));
     Client::try_from(kube_config).map_err(|e| boxed(Box::new(e)))
 }
 
@@ -204,7 +219,7 @@ pub async fn run(config: Config) -> Result<(), AgentError> {
         }
     });
     let _abort_admin = AbortOnDrop(admin_task);
-    let nodes = NodeWatch::start(client.clone(), &config.node_name);
+    let nodes = NodeWatch::start(client.clone(), &config.node_name, config.watch_timeout);
     let reporter = Reporter::new(client.clone(), &config.node_name);
     let mut driver = drive::Driver::new(drive::Parts {
         config,

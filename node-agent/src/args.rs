@@ -203,6 +203,18 @@ pub struct Args {
     )]
     pub resync_interval: humantime::Duration,
 
+    /// How long the API server holds each watch (the Node's, the ConfigMap's) open before
+    /// the agent opens it again, from where it was. A watch that gets nothing, not even
+    /// the API server's bookmark (about one a minute), for this long plus 5 s is taken for
+    /// a dead connection and opened again. Whole seconds, at most 1h.
+    #[arg(
+        long,
+        env = "KUBELET_GITOPS_WATCH_TIMEOUT",
+        value_name = "DURATION",
+        default_value = "30m"
+    )]
+    pub watch_timeout: humantime::Duration,
+
     /// The admin address: /healthz, /readyz, /metrics.
     #[arg(
         long,
@@ -378,6 +390,8 @@ pub struct Config {
     pub lkg_grace: Duration,
     /// How often to re-check everything (drift included).
     pub resync_interval: Duration,
+    /// The watches' server-side timeout.
+    pub watch_timeout: WatchTimeout,
     /// The admin address.
     pub admin_addr: SocketAddr,
     /// The log format.
@@ -404,12 +418,51 @@ pub enum ArgsError {
     /// A zero duration where one is needed.
     #[error("--{option} must be longer than zero")]
     ZeroDuration { option: &'static str },
+    /// `--watch-timeout` out of range.
+    #[error("--watch-timeout {0} must be whole seconds from 1s to 1h")]
+    WatchTimeout(humantime::Duration),
     /// A path option that is not absolute.
     #[error("--{option} {path} must be an absolute path")]
     NotAbsolute { option: &'static str, path: PathBuf },
     /// `--cgroup-version=auto` cannot tell.
     #[error("--cgroup-version=auto: set --cgroup-version explicitly")]
     CgroupVersion(#[source] crate::error::CgroupError),
+}
+
+/// How long the API server holds a watch open (`timeoutSeconds`), whole seconds from 1 s
+/// to 1 h.
+///
+/// kube-runtime's default is 290 s: a re-open every 290 s per watch, 3.4 a second per
+/// 1,000 idle agents. The agent's default, 30 minutes, is the shortest kube-apiserver
+/// gives a watch that names none (`--min-request-timeout`, 1800 s; it picks 30 to 60
+/// minutes): 0.56 a second per 1,000 agents. kube's client sets no read timeout (kube 5),
+/// so nothing else bounds a watch; what the length costs is said at
+/// [`WatchTimeout::MAX`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WatchTimeout(u32);
+
+impl WatchTimeout {
+    /// The longest: a connection that died without a word (no FIN, no RST: a control-plane
+    /// host lost behind a service IP) is only noticed when kube-runtime's idle timer runs
+    /// out, this long plus 5 s after the last event or bookmark, so the agent would miss
+    /// a new desired config for as long.
+    pub const MAX: WatchTimeout = WatchTimeout(3600);
+
+    /// `d` when it is whole seconds from 1 s to [`WatchTimeout::MAX`].
+    pub fn new(d: humantime::Duration) -> Result<WatchTimeout, ArgsError> {
+        let std: Duration = d.into();
+        match u32::try_from(std.as_secs()) {
+            Ok(secs) if (1..=Self::MAX.0).contains(&secs) && std.subsec_nanos() == 0 => {
+                Ok(WatchTimeout(secs))
+            }
+            _ => Err(ArgsError::WatchTimeout(d)),
+        }
+    }
+
+    /// In seconds, as `timeoutSeconds` takes it.
+    pub fn secs(self) -> u32 {
+        self.0
+    }
 }
 
 fn absolute(option: &'static str, path: &Path) -> Result<(), ArgsError> {
@@ -475,6 +528,7 @@ impl Args {
             cgroup_version,
             lkg_grace,
             resync_interval,
+            watch_timeout,
             admin_addr,
             log_format,
         } = self;
@@ -555,6 +609,7 @@ impl Args {
             health_timeout: nonzero("health-timeout", health_timeout)?,
             lkg_grace: lkg_grace.into(),
             resync_interval: nonzero("resync-interval", resync_interval)?,
+            watch_timeout: WatchTimeout::new(watch_timeout)?,
             admin_addr,
             log_format,
             log,
@@ -598,6 +653,7 @@ mod tests {
         assert_eq!(c.cgroups.version, CgroupVersion::V2);
         assert_eq!(c.healthz_url, "http://127.0.0.1:10248/healthz");
         assert_eq!(c.configz_url, None);
+        assert_eq!(c.watch_timeout.secs(), 1800);
     }
 
     #[test]
@@ -687,6 +743,19 @@ mod tests {
         ])
         .unwrap_err();
         assert!(err.contains("absolute"), "{err}");
+        for bad in ["0s", "1500ms", "61m"] {
+            let err = parse(&[
+                "--node-name=w1",
+                "--cgroup-root",
+                root,
+                &format!("--watch-timeout={bad}"),
+            ])
+            .unwrap_err();
+            assert!(
+                err.contains("--watch-timeout") && err.contains("from 1s to 1h"),
+                "{bad}: {err}"
+            );
+        }
         let missing = parse(&["--node-name=w1", "--cgroup-root=/nonexistent/cg"]).unwrap_err();
         assert!(missing.contains("--cgroup-version"), "{missing}");
     }

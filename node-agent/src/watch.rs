@@ -2,7 +2,9 @@
 //! one ConfigMap its desired-config names. Nothing else, so thousands of agents cost the
 //! API server one narrow watch each.
 //!
-//! Both are kube-runtime watchers with the default backoff (kube-rs #577). The Node stream
+//! Both are kube-runtime watchers with the default backoff (kube-rs #577) and the
+//! `--watch-timeout` ([`WatchTimeout`]: 30 minutes, not kube-runtime's 290 s, so that
+//! idle agents re-open their watches six times less often). The Node stream
 //! is filtered to the changes the agent acts on, [`node_relevance`]: our annotations and
 //! the reconciler's, the Node's `Ready` status and our own condition. The kubelet's
 //! heartbeats (status every few seconds, `lastHeartbeatTime`) change none of these, so
@@ -24,6 +26,8 @@ use kubelet_gitops_core::protocol::{CONDITION_TYPE, ConfigRef, DOMAIN};
 use tokio::sync::watch as channel;
 use tokio::task::JoinHandle;
 use tracing::{debug, warn};
+
+use crate::args::WatchTimeout;
 
 /// The hash of everything on a Node that the agent acts on; equal hashes mean an event
 /// the agent can ignore. Covers: the uid (a re-created Node), every `kubelet-gitops.io/`
@@ -123,9 +127,11 @@ impl NodeWatch {
     /// controller, a person) sets it back to `None`, also one the watch missed while it
     /// was reconnecting (the Node is absent from the next list), and a Node of the same
     /// name created later (a new uid) is sent as any change.
-    pub fn start(client: Client, name: &str) -> NodeWatch {
+    pub fn start(client: Client, name: &str, timeout: WatchTimeout) -> NodeWatch {
         let api: Api<Node> = Api::all(client);
-        let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+        let config = watcher::Config::default()
+            .fields(&format!("metadata.name={name}"))
+            .timeout(timeout.secs());
         let (tx, rx) = channel::channel(None);
         let node_name = name.to_string();
         let task = tokio::spawn(async move {
@@ -189,12 +195,18 @@ pub struct ConfigMapWatch {
 
 impl ConfigMapWatch {
     /// Starts watching the ConfigMap `target` names. `None` for [`ConfigRef::Local`].
-    pub fn start(client: Client, target: &ConfigRef) -> Option<ConfigMapWatch> {
+    pub fn start(
+        client: Client,
+        target: &ConfigRef,
+        timeout: WatchTimeout,
+    ) -> Option<ConfigMapWatch> {
         let ConfigRef::ConfigMap { namespace, name } = target else {
             return None;
         };
         let api: Api<ConfigMap> = Api::namespaced(client, namespace);
-        let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+        let config = watcher::Config::default()
+            .fields(&format!("metadata.name={name}"))
+            .timeout(timeout.secs());
         let (tx, rx) = channel::channel(ConfigMapState::default());
         let shown = target.to_string();
         let task = tokio::spawn(async move {

@@ -131,6 +131,8 @@ mod tests {
             health_timeout: Duration::from_secs(120),
             lkg_grace: Duration::from_secs(600),
             resync_interval: Duration::from_secs(60),
+            watch_timeout: crate::args::WatchTimeout::new(Duration::from_secs(1800).into())
+                .unwrap(),
             admin_addr: "127.0.0.1:0".parse().unwrap(),
             log_format: LogFormat::Text,
             log: "info".into(),

@@ -215,7 +215,7 @@ impl Driver {
             return;
         }
         self.configmap = target
-            .and_then(|t| ConfigMapWatch::start(self.client.clone(), t))
+            .and_then(|t| ConfigMapWatch::start(self.client.clone(), t, self.config.watch_timeout))
             .map(|w| {
                 let rx = w.receiver();
                 (w, rx)
