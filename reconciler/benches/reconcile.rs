@@ -131,8 +131,12 @@ fn big_pool() -> usize {
 const INTERVAL: &str = "500ms";
 /// Node objects created on the real server at a time.
 const CREATE_CONCURRENCY: usize = 32;
-/// The limit of each wait: only a stuck rollout reaches it.
-const LIMIT: Duration = Duration::from_secs(600);
+/// The limit of each wait: only a stuck rollout reaches it (10 minutes, and 10 ms more
+/// per node beyond 5,000).
+static LIMIT: std::sync::LazyLock<Duration> = std::sync::LazyLock::new(|| {
+    Duration::from_secs(600)
+        + Duration::from_millis(10) * fleet_nodes().saturating_sub(5_000) as u32
+});
 
 /// CPU time of every thread of `pid`, in nanoseconds.
 fn cpu_ns(pid: u32) -> u64 {
@@ -269,6 +273,11 @@ struct Counted {
     /// Watches the real API server closed because their client fell behind (every
     /// client's).
     closed_watches: Option<usize>,
+    /// The phase's wall time.
+    wall: Duration,
+    /// Requests of any kind by client (the User-Agent's product: `kubelet-gitops` the
+    /// reconciler, `agent-double` the agents, `kubelet` the churn): the sim's log only.
+    by_client: Option<BTreeMap<String, u64>>,
 }
 
 impl Counted {
@@ -283,6 +292,13 @@ impl Counted {
         self.writes.values().sum()
     }
 
+    /// Requests a second per 1,000 nodes of the fleet from `client` (None on the real
+    /// server).
+    fn load(&self, client: &str) -> Option<f64> {
+        let n = self.by_client.as_ref()?.get(client).copied().unwrap_or(0);
+        Some(n as f64 / self.wall.as_secs_f64().max(1e-9) / (fleet_nodes() as f64 / 1000.0))
+    }
+
     /// `node patches / ConfigMaps created / other writes`.
     fn summary(&self) -> String {
         let (patches, creates) = (self.get("patch", "nodes"), self.get("create", "configmaps"));
@@ -293,10 +309,10 @@ impl Counted {
 
 /// Where the counting of a phase starts.
 enum Mark {
-    /// The sim's request log was cleared.
-    Sim,
-    /// The real server's counters and the double's accepted patches.
-    Real(ApiserverMetrics, usize),
+    /// The sim's request log was cleared (then).
+    Sim(Instant),
+    /// The real server's counters and the double's accepted patches (then).
+    Real(ApiserverMetrics, usize, Instant),
 }
 
 /// The API server a run goes against, with its config repository.
@@ -409,17 +425,34 @@ impl Server {
         }
     }
 
+    /// Waits until `done` holds for every node, reading them all each time. A read of
+    /// 100,000 nodes takes seconds of CPU that the server, the double and the
+    /// reconciler share: the wait sleeps four times as long as its last read took (at
+    /// least 20 ms), so reading is at most a fifth of its time. Prints progress every
+    /// 30 s.
     async fn wait_nodes(&self, what: &str, done: impl Fn(&[NodeView]) -> bool) {
-        eventually(what, LIMIT, || {
+        let start = Instant::now();
+        let mut said = Instant::now();
+        loop {
+            let read = Instant::now();
             let nodes = self.nodes();
             if done(&nodes) {
-                Ok(())
-            } else {
-                let settled = nodes.iter().filter(|n| n.settled_done()).count();
-                Err(format!("{settled} of {} nodes Done", nodes.len()))
+                return;
             }
-        })
-        .await;
+            let settled = nodes.iter().filter(|n| n.settled_done()).count();
+            let seen = format!("{settled} of {} nodes Done", nodes.len());
+            assert!(
+                start.elapsed() < *LIMIT,
+                "{what}: not reached in {:?}; {seen}",
+                *LIMIT
+            );
+            if said.elapsed() > Duration::from_secs(30) {
+                eprintln!("{what}: {seen} after {:.0?}", start.elapsed());
+                said = Instant::now();
+            }
+            let took = read.elapsed();
+            tokio::time::sleep((took * 4).max(Duration::from_millis(20))).await;
+        }
     }
 
     /// Starts counting.
@@ -427,11 +460,11 @@ impl Server {
         match self {
             Server::Sim(h) => {
                 h.sim.request_log().reset();
-                Mark::Sim
+                Mark::Sim(Instant::now())
             }
             Server::Real { agent, server, .. } => {
                 let (metrics, patches) = server.settled_metrics(agent).await;
-                Mark::Real(metrics, patches)
+                Mark::Real(metrics, patches, Instant::now())
             }
         }
     }
@@ -439,8 +472,14 @@ impl Server {
     /// What was sent since `mark`.
     async fn count(&self, mark: Mark) -> Counted {
         match (self, mark) {
-            (Server::Sim(h), Mark::Sim) => {
-                let entries = h.sim.request_log().entries();
+            (Server::Sim(h), Mark::Sim(at)) => {
+                let wall = at.elapsed();
+                let log = h.sim.request_log();
+                let entries = log.entries();
+                let mut by_client = BTreeMap::new();
+                for ((client, _, _), n) in log.counts_by_client() {
+                    *by_client.entry(client).or_default() += n;
+                }
                 Counted {
                     writes: reconciler_writes(&entries),
                     requests: entries
@@ -467,9 +506,12 @@ impl Server {
                         }),
                     server_cpu: None,
                     closed_watches: None,
+                    wall,
+                    by_client: Some(by_client),
                 }
             }
-            (Server::Real { agent, server, .. }, Mark::Real(before, agent_before)) => {
+            (Server::Real { agent, server, .. }, Mark::Real(before, agent_before, at)) => {
+                let wall = at.elapsed();
                 let (after, agent_after) = server.settled_metrics(agent).await;
                 let mut writes = after.writes_since(&before);
                 let key = ("patch".to_string(), "nodes".to_string());
@@ -490,6 +532,8 @@ impl Server {
                     reads: after.reads_since(&before),
                     server_cpu: Some(after.cpu_since(&before)),
                     closed_watches: Some(after.terminated_watchers_since(&before).values().sum()),
+                    wall,
+                    by_client: None,
                 }
             }
             _ => unreachable!("a mark of another server"),
@@ -543,6 +587,9 @@ struct Figures {
     api_errors: f64,
     hwm_mb: f64,
     rss_mb: f64,
+    /// This process's RSS after the initial rollout: on the sim, the simulated API server
+    /// with its Nodes, the agent double and the bench.
+    own_rss_mb: f64,
 }
 
 impl Figures {
@@ -655,6 +702,7 @@ async fn measure(server: &Server, setup: Setup, label: &str) -> Figures {
     let initial = t.elapsed();
     eprintln!("{label}: initial rollout done in {initial:.1?}");
     let initial_counted = server.count(mark).await;
+    let own_rss_mb = status_kb(std::process::id(), "VmRSS") as f64 / 1024.0;
 
     // Idle: let the caches settle, then measure whole poll cycles.
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -759,6 +807,7 @@ async fn measure(server: &Server, setup: Setup, label: &str) -> Figures {
         api_errors,
         hwm_mb,
         rss_mb,
+        own_rss_mb,
     }
 }
 
@@ -993,6 +1042,35 @@ fn print_table(sim: &Figures, real: Option<&Figures>) {
         "reconciler RSS at the end",
         both(sim, real, |f| format!("{:.1} MiB", f.rss_mb)),
         "",
+    );
+    line(
+        "bench process RSS after the initial rollout (sim: with the sim)",
+        both(sim, real, |f| format!("{:.1} MiB", f.own_rss_mb)),
+        "",
+    );
+    let load = |client: &'static str| {
+        move |f: &Figures| {
+            let phases = [&f.idle, &f.churned, &f.changed].map(|c| c.load(client));
+            match phases {
+                [Some(a), Some(b), Some(c)] => format!("{a:.2} / {b:.2} / {c:.2}"),
+                _ => "n/a".into(),
+            }
+        }
+    };
+    line(
+        "API load, req/s per 1,000 nodes: reconciler",
+        both(sim, real, load("kubelet-gitops")),
+        "idle / churn / change",
+    );
+    line(
+        "API load, req/s per 1,000 nodes: agents (the double)",
+        both(sim, real, load(AGENT_UA)),
+        "idle / churn / change",
+    );
+    line(
+        "API load, req/s per 1,000 nodes: kubelets (the churn)",
+        both(sim, real, load("kubelet")),
+        "idle / churn / change",
     );
     println!();
     if real.is_some() {
