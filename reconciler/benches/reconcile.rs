@@ -447,12 +447,35 @@ impl Server {
                 *LIMIT
             );
             if said.elapsed() > Duration::from_secs(30) {
-                eprintln!("{what}: {seen} after {:.0?}", start.elapsed());
+                eprintln!(
+                    "{what}: {seen} after {:.0?}{}",
+                    start.elapsed(),
+                    self.node_reads()
+                );
                 said = Instant::now();
             }
             let took = read.elapsed();
             tokio::time::sleep((took * 4).max(Duration::from_millis(20))).await;
         }
+    }
+
+    /// On the sim: the lists and watches of Nodes so far, by client (a client whose
+    /// watch fell behind lists again).
+    fn node_reads(&self) -> String {
+        let Server::Sim(h) = self else {
+            return String::new();
+        };
+        let reads: Vec<String> = h
+            .sim
+            .request_log()
+            .counts_by_client()
+            .into_iter()
+            .filter(|((_, verb, resource), _)| {
+                resource == "nodes" && (verb == "list" || verb == "watch")
+            })
+            .map(|((client, verb, _), n)| format!("{client} {verb} {n}"))
+            .collect();
+        format!("; node reads: {}", reads.join(", "))
     }
 
     /// Starts counting.

@@ -31,7 +31,7 @@ mod watch;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rand::SeedableRng as _;
 use serde_json::{Value, json};
@@ -74,6 +74,23 @@ pub const DEFAULT_HISTORY_EVENTS: usize = 10_000;
 /// of 1 MiB ConfigMaps would not.
 pub const DEFAULT_HISTORY_BYTES: usize = 128 * 1024 * 1024;
 
+/// How long a default store keeps a watch event beyond the limits above: upstream's
+/// watch cache grows (up to [`FRESH_HISTORY_EVENTS`]) rather than drop an event younger
+/// than this (`eventFreshDuration`, 75 s), so that a client that lists 100,000 Nodes
+/// in pages while they change can still continue its list and start its watch from it.
+/// With the 10,000 events alone, a rollout at 100,000 Nodes (over a thousand writes a
+/// second) outran a paginated relist: every page past the window was 410 Gone, and the
+/// client listed again, forever.
+pub const HISTORY_FRESHNESS: Duration = Duration::from_secs(75);
+
+/// The most events a default store keeps for their freshness (upstream's watch cache
+/// capacity bound, 100 x 1024).
+pub const FRESH_HISTORY_EVENTS: usize = 100 * 1024;
+
+/// The most bytes of object versions a default store keeps for their freshness, per
+/// resource type.
+pub const FRESH_HISTORY_BYTES: usize = 1024 * 1024 * 1024;
+
 /// Namespaces that exist when the store starts.
 pub const INITIAL_NAMESPACES: [&str; 4] =
     ["default", "kube-system", "kube-public", "kube-node-lease"];
@@ -82,6 +99,8 @@ type Key = (String, String);
 
 struct HistEvent {
     rv: u64,
+    /// When it happened.
+    at: Instant,
     kind: &'static str,
     key: Key,
     obj: SharedObject,
@@ -170,6 +189,8 @@ struct Inner {
     state: RwLock<State>,
     history_limit: usize,
     history_byte_limit: usize,
+    /// Events younger than this stay beyond the limits above (zero: none).
+    history_freshness: Duration,
     watch_buffer: AtomicUsize,
     bookmark_interval_ms: AtomicU64,
     next_watcher: AtomicU64,
@@ -185,8 +206,15 @@ impl Default for Store {
 impl Store {
     /// A store with a history window of [`DEFAULT_HISTORY_EVENTS`] watch events and
     /// [`DEFAULT_HISTORY_BYTES`] per resource type.
+    /// Events younger than [`HISTORY_FRESHNESS`] are kept beyond those limits (up to
+    /// [`FRESH_HISTORY_EVENTS`] and [`FRESH_HISTORY_BYTES`]), as upstream's watch cache
+    /// keeps them.
     pub fn new() -> Store {
-        Self::with_history(DEFAULT_HISTORY_EVENTS)
+        Self::with_history_window(
+            DEFAULT_HISTORY_EVENTS,
+            DEFAULT_HISTORY_BYTES,
+            HISTORY_FRESHNESS,
+        )
     }
 
     /// A store keeping `events` watch events per resource type (at least 1), within
@@ -199,8 +227,13 @@ impl Store {
     /// as long as the object versions they hold add up to at most `bytes` of JSON (the
     /// newest event is kept whatever its size). A watch or a list from a
     /// resourceVersion older than the window is 410 Gone, as upstream's watch cache
-    /// answers one older than its window.
+    /// answers one older than its window. No event is kept for its freshness (tests of
+    /// the window's edge use it).
     pub fn with_history_limits(events: usize, bytes: usize) -> Store {
+        Self::with_history_window(events, bytes, Duration::ZERO)
+    }
+
+    fn with_history_window(events: usize, bytes: usize, fresh: Duration) -> Store {
         let seed = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64)
@@ -214,6 +247,7 @@ impl Store {
                 state: RwLock::new(State { rv: 0, tables }),
                 history_limit: events.max(1),
                 history_byte_limit: bytes,
+                history_freshness: fresh,
                 watch_buffer: AtomicUsize::new(DEFAULT_WATCH_BUFFER),
                 bookmark_interval_ms: AtomicU64::new(DEFAULT_BOOKMARK_INTERVAL.as_millis() as u64),
                 next_watcher: AtomicU64::new(1),
@@ -273,6 +307,7 @@ impl Store {
         }
         let ev = HistEvent {
             rv,
+            at: Instant::now(),
             kind,
             key,
             obj: shared,
@@ -282,9 +317,21 @@ impl Store {
         table.history_bytes += ev.bytes();
         table.history.push_back(ev);
         let (limit, byte_limit) = (self.inner.history_limit, self.inner.history_byte_limit);
-        while table.history.len() > limit
-            || (table.history_bytes > byte_limit && table.history.len() > 1)
-        {
+        let fresh = self.inner.history_freshness;
+        loop {
+            let (len, bytes) = (table.history.len(), table.history_bytes);
+            let over = len > limit || (bytes > byte_limit && len > 1);
+            // Beyond the limits, an event still fresh stays unless the fresh caps are
+            // reached too.
+            let over_fresh = len > FRESH_HISTORY_EVENTS.max(limit)
+                || (bytes > FRESH_HISTORY_BYTES.max(byte_limit) && len > 1);
+            let stale = table
+                .history
+                .front()
+                .is_some_and(|e| e.at.elapsed() >= fresh);
+            if !(over && (stale || over_fresh)) {
+                break;
+            }
             if let Some(e) = table.history.pop_front() {
                 table.history_bytes -= e.bytes();
                 table.evicted_upto = e.rv;

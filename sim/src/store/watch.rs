@@ -574,6 +574,38 @@ mod tests {
         assert_eq!(drain(&mut ok).len(), 2);
     }
 
+    /// A default store keeps events younger than `HISTORY_FRESHNESS` beyond its
+    /// 10,000: a list continued, or a watch started, from before a burst of writes still
+    /// works, as with upstream's watch cache.
+    #[test]
+    fn fresh_events_outlast_the_event_limit() {
+        let s = Store::new();
+        let first = s.current_resource_version();
+        let burst = crate::store::DEFAULT_HISTORY_EVENTS + 500;
+        for i in 0..burst {
+            s.create(
+                configmaps(),
+                Some("default"),
+                cm(&format!("c{i:05}"), json!({})),
+                &wo("m"),
+            )
+            .unwrap();
+        }
+        let mut w = s
+            .watch(
+                configmaps(),
+                None,
+                &WatchOptions {
+                    resource_version: Some(first.to_string()),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        let events = drain(&mut w);
+        assert_eq!(events.len(), burst, "every event since {first}");
+        assert!(events.iter().all(|(kind, _, _)| kind == "ADDED"));
+    }
+
     #[test]
     fn watch_selector_transitions() {
         let s = Store::new();
