@@ -610,9 +610,6 @@ struct Figures {
     api_errors: f64,
     hwm_mb: f64,
     rss_mb: f64,
-    /// This process's RSS after the initial rollout: on the sim, the simulated API server
-    /// with its Nodes, the agent double and the bench.
-    own_rss_mb: f64,
 }
 
 impl Figures {
@@ -725,10 +722,26 @@ async fn measure(server: &Server, setup: Setup, label: &str) -> Figures {
     let initial = t.elapsed();
     eprintln!("{label}: initial rollout done in {initial:.1?}");
     let initial_counted = server.count(mark).await;
-    let own_rss_mb = status_kb(std::process::id(), "VmRSS") as f64 / 1024.0;
 
-    // Idle: let the caches settle, then measure whole poll cycles.
+    // Idle: let the caches settle (at 100,000 nodes the reconciler's watch still
+    // delivers the rollout's last reports seconds after the nodes are Done, and each
+    // brings a reconcile), then measure whole poll cycles.
     tokio::time::sleep(Duration::from_secs(2)).await;
+    let reconciles = "kubelet_gitops_reconcile_duration_seconds_count";
+    let settling = Instant::now();
+    loop {
+        let before = metric(admin_port, reconciles).await;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        if metric(admin_port, reconciles).await == before
+            || settling.elapsed() > Duration::from_secs(120)
+        {
+            break;
+        }
+    }
+    eprintln!(
+        "{label}: reconciler settled {:.1?} after the rollout",
+        settling.elapsed() + Duration::from_secs(2)
+    );
     let mark = server.mark().await;
     let polls = "kubelet_gitops_git_polls_total{result=\"unchanged\"}";
     let (p0, c0) = (metric(admin_port, polls).await, cpu_ns(pid));
@@ -757,6 +770,12 @@ async fn measure(server: &Server, setup: Setup, label: &str) -> Figures {
     )
     .await;
     let idle = server.count(mark).await;
+    eprintln!(
+        "{label}: idle: {} polls in {:.1?}, {:.1?} of CPU",
+        p1 - p0,
+        idle.wall,
+        Duration::from_nanos(c1 - c0)
+    );
     let cpu_per_poll = Duration::from_nanos((c1 - c0) / ((p1 - p0) as u64).max(1));
     let reconcile_wall = Duration::from_secs_f64((r_sum1 - r_sum0) / (r_cnt1 - r_cnt0).max(1.0));
 
@@ -830,7 +849,6 @@ async fn measure(server: &Server, setup: Setup, label: &str) -> Figures {
         api_errors,
         hwm_mb,
         rss_mb,
-        own_rss_mb,
     }
 }
 
@@ -1064,11 +1082,6 @@ fn print_table(sim: &Figures, real: Option<&Figures>) {
     line(
         "reconciler RSS at the end",
         both(sim, real, |f| format!("{:.1} MiB", f.rss_mb)),
-        "",
-    );
-    line(
-        "bench process RSS after the initial rollout (sim: with the sim)",
-        both(sim, real, |f| format!("{:.1} MiB", f.own_rss_mb)),
         "",
     );
     let load = |client: &'static str| {

@@ -86,6 +86,17 @@ pub struct SyncState {
     pub overlaps: Vec<Overlap>,
 }
 
+/// Sets `slot` to `value`; whether that changed it (for [`SyncState`] updates that wake
+/// watchers only on a change).
+pub fn set<T: PartialEq>(slot: &mut T, value: T) -> bool {
+    if *slot == value {
+        false
+    } else {
+        *slot = value;
+        true
+    }
+}
+
 /// The JSON `/readyz` answers with.
 #[derive(Debug, Serialize)]
 pub struct ReadyDetail<'a> {

@@ -19,7 +19,7 @@ use crate::git::{CommitSource, PollEvent};
 use crate::model::NodeInfo;
 use crate::nodecheck;
 use crate::render::{RepoError, render_repo_cached};
-use crate::state::RejectedCommit;
+use crate::state::{RejectedCommit, set};
 
 /// Why a fetched commit did not become the desired state.
 pub(super) enum RenderFailure {
@@ -128,10 +128,13 @@ impl Controller {
                 );
                 self.metrics.repo_validity(errors.len());
                 self.update(|s| {
-                    s.rejected = Some(RejectedCommit {
-                        commit: commit.clone(),
-                        errors,
-                    });
+                    set(
+                        &mut s.rejected,
+                        Some(RejectedCommit {
+                            commit: commit.clone(),
+                            errors,
+                        }),
+                    )
                 });
             }
         }
@@ -146,7 +149,7 @@ impl Controller {
             "commit validated"
         );
         self.metrics.repo_validity(0);
-        self.update(|s| s.rejected = None);
+        self.update(|s| set(&mut s.rejected, None));
         st.desired = Some(desired);
         st.held = None;
     }
@@ -194,7 +197,7 @@ impl Controller {
                 "commit refused: nodes it would reach would refuse their pool's config; nothing of it is published or applied, the last valid commit stays in force (checked again as the nodes change)"
             );
             self.metrics.repo_validity(rejected.errors.len());
-            self.update(|s| s.rejected = Some(rejected));
+            self.update(|s| set(&mut s.rejected, Some(rejected)));
         }
         false
     }
@@ -220,12 +223,9 @@ impl Controller {
                     tracing::info!(commit = %id, "new commit on the branch");
                 }
                 st.fetched = Some(id.clone());
-                self.update(|s| {
-                    s.fetched = Some(id);
-                    s.unreachable = None;
-                });
+                self.update(|s| set(&mut s.fetched, Some(id)) | set(&mut s.unreachable, None));
             }
-            PollEvent::Unchanged => self.update(|s| s.unreachable = None),
+            PollEvent::Unchanged => self.update(|s| set(&mut s.unreachable, None)),
             PollEvent::Unreachable {
                 error,
                 attempt,
@@ -239,7 +239,7 @@ impl Controller {
                     %error,
                     "cannot fetch the branch; the last applied commit stays in force"
                 );
-                self.update(|s| s.unreachable = Some(error));
+                self.update(|s| set(&mut s.unreachable, Some(error)));
             }
         }
     }

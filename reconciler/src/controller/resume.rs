@@ -30,6 +30,7 @@ use tokio::task::JoinSet;
 use super::commits::RenderFailure;
 use super::task::{ConfigMaps, Controller, LoopState};
 use crate::git;
+use crate::state::set;
 
 /// How many first-parent ancestors of an invalid head are looked at.
 pub(crate) const RESUME_DEPTH: usize = 100;
@@ -68,7 +69,7 @@ impl Controller {
             "the remote is unreachable at start: resuming from the branch head in the git cache (the last commit fetched before the restart) until it answers"
         );
         st.fetched = Some(head.clone());
-        self.update(|s| s.fetched = Some(head));
+        self.update(|s| set(&mut s.fetched, Some(head)));
     }
 
     /// At start, with the fetched head rejected and nothing valid yet: finds the commit
@@ -150,7 +151,7 @@ impl Controller {
                 "ancestor validates but its ConfigMaps were never all published (it never went out); looking further back"
             );
         }
-        self.update(|s| s.nothing_applied = true);
+        self.update(|s| set(&mut s.nothing_applied, true));
         tracing::error!(
             head = %head,
             searched = history.len().saturating_sub(1),

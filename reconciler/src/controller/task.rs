@@ -22,7 +22,7 @@ use crate::git::{PollEvent, Poller};
 use crate::leader::{LeaderElector, LeaderStatus};
 use crate::metrics::{Metrics, ReconcileResult};
 use crate::review::{ReviewConfig, Reviewer};
-use crate::state::{Role, SyncState};
+use crate::state::{Role, SyncState, set};
 use crate::status::{StatusReporter, StatusWriter};
 
 /// Decides whether a write may go out now.
@@ -130,12 +130,11 @@ async fn leader_changed(leader: Option<&mut watch::Receiver<LeaderStatus>>) -> b
 }
 
 impl Controller {
-    pub(super) fn update(&self, f: impl FnOnce(&mut SyncState)) {
-        self.sync.send_if_modified(|s| {
-            let before = s.clone();
-            f(s);
-            *s != before
-        });
+    /// Changes the published state; `f` says whether it changed anything ([`set`]), so
+    /// that watchers are woken only then, without a copy of the state to compare with
+    /// (a copy of 1,000 pools' reports at every poll was most of an idle poll's CPU).
+    pub(super) fn update(&self, f: impl FnOnce(&mut SyncState) -> bool) {
+        self.sync.send_if_modified(f);
     }
 
     pub(super) async fn run(self) -> Result<(), RunError> {
@@ -346,14 +345,18 @@ impl Controller {
                 });
                 let wrote = outcome.wrote;
                 self.update(|s| {
+                    let mut changed = false;
                     if wrote {
-                        s.applied = Some(desired.applied(outcome.sources.clone()));
-                        s.nothing_applied = false;
-                        s.ready = true;
+                        changed |= set(
+                            &mut s.applied,
+                            Some(desired.applied(outcome.sources.clone())),
+                        );
+                        changed |= set(&mut s.nothing_applied, false);
+                        changed |= set(&mut s.ready, true);
                     }
-                    s.last_error = None;
-                    s.pools = outcome.plan.pools.clone();
-                    s.overlaps = outcome.plan.overlaps.clone();
+                    changed |= set(&mut s.last_error, None);
+                    changed |= set(&mut s.pools, outcome.plan.pools.clone());
+                    changed | set(&mut s.overlaps, outcome.plan.overlaps.clone())
                 });
                 if outcome.node_writes > 0
                     || !outcome.created.is_empty()
@@ -370,7 +373,7 @@ impl Controller {
             Err(e) => {
                 let error = error_chain(e);
                 tracing::error!(commit = %desired.commit, %error, "reconcile failed; retrying with backoff");
-                self.update(|s| s.last_error = Some(error));
+                self.update(|s| set(&mut s.last_error, Some(error)));
             }
         }
         result.map(|o| o.node_writes == 0 && o.created.is_empty() && o.deleted.is_empty())
@@ -444,10 +447,8 @@ impl Controller {
             Role::Follower
         };
         self.update(|s| {
-            s.role = role;
-            if !status.leading {
-                s.ready = status.lease_reachable;
-            }
+            let changed = set(&mut s.role, role);
+            changed | (!status.leading && set(&mut s.ready, status.lease_reachable))
         });
     }
 
@@ -531,7 +532,7 @@ impl Controller {
             fetched: Some(commit.clone()),
             ..LoopState::default()
         };
-        self.update(|s| s.fetched = Some(commit.clone()));
+        self.update(|s| set(&mut s.fetched, Some(commit.clone())));
         // The nodes first: the commit is checked against them before anything is applied.
         if !self.wait_ready(nodes.wait_until_ready(), "nodes").await {
             return Ok(());
