@@ -382,7 +382,9 @@ impl Fleet {
             return;
         };
         let name = name.clone();
-        let observed = match self.pending.remove(&name) {
+        let earlier = self.pending.remove(&name);
+        let had_earlier = earlier.is_some();
+        let observed = match earlier {
             Some(earlier) => earlier.observed,
             None => slot.info.annotations.clone(),
         };
@@ -395,6 +397,16 @@ impl Fleet {
             observed,
         };
         let mut info = slot.info.clone();
+        if pending.shown_in(&pending.observed) {
+            // The watch showed the write before its response came back (often so when
+            // the agent answers at once): nothing waits to be seen, and the fleet is
+            // settled without waiting for the next event of the node or PENDING_TTL.
+            if had_earlier {
+                info.annotations = pending.observed;
+                self.store(name, info);
+            }
+            return;
+        }
         pending.lay_over(&mut info.annotations, &mut self.strings);
         self.pending.insert(name.clone(), pending);
         self.store(name, info);
