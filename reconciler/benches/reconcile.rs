@@ -777,6 +777,7 @@ async fn measure(server: &Server, setup: Setup, label: &str) -> Figures {
         Duration::from_nanos(c1 - c0)
     );
     let cpu_per_poll = Duration::from_nanos((c1 - c0) / ((p1 - p0) as u64).max(1));
+    let polls_counted = p1 - p0;
     let reconcile_wall = Duration::from_secs_f64((r_sum1 - r_sum0) / (r_cnt1 - r_cnt0).max(1.0));
 
     // Status churn: heartbeats as kubelets post them, at BENCH_CHURN_RATE a second for
@@ -836,7 +837,7 @@ async fn measure(server: &Server, setup: Setup, label: &str) -> Figures {
         setup,
         initial,
         initial_counted,
-        idle_polls: p1 - p0,
+        idle_polls: polls_counted,
         idle,
         cpu_per_poll,
         churn_events,

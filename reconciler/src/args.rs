@@ -72,8 +72,10 @@ pub struct RunArgs {
     )]
     pub branch: String,
 
-    /// How often to poll the branch (humantime: 30s, 5m). Each poll also re-checks every
-    /// node, so the interval bounds how long a missed event can go unnoticed.
+    /// How often to poll the branch (humantime: 30s, 5m). A poll that finds no new commit
+    /// costs one fetch and nothing else, whatever the fleet's size: nodes are planned
+    /// again when their watch shows a change, and all of them every 10 minutes (the
+    /// resync that bounds how long a missed event can go unnoticed).
     #[arg(
         long,
         value_name = "DURATION",

@@ -683,9 +683,9 @@ mod tests {
             token = Some(next);
             // Change the store: a new odd key, a change and a delete of even ones.
             round += 1;
-            let new = format!("c{:02}", (round * 13) % 60 | 1);
+            let new = format!("c{:02}", ((round * 13) % 60) | 1);
             let _ = s.create(configmaps(), Some("default"), cm(&new, json!({})), &wo("m"));
-            let changed = format!("c{:02}", (round * 7) % 60 & !1);
+            let changed = format!("c{:02}", ((round * 7) % 60) & !1);
             let _ = s.patch(
                 configmaps(),
                 Some("default"),
@@ -695,7 +695,7 @@ mod tests {
                 br#"{"data":{"v":"1"}}"#,
                 &wo("m"),
             );
-            let gone = format!("c{:02}", (round * 11 + 4) % 60 & !1);
+            let gone = format!("c{:02}", ((round * 11 + 4) % 60) & !1);
             let _ = s.delete(configmaps(), Some("default"), &gone, None);
         }
         assert!(round >= 4, "{round} pages");
