@@ -729,14 +729,14 @@ async fn measure(server: &Server, setup: Setup, label: &str) -> Figures {
     tokio::time::sleep(Duration::from_secs(2)).await;
     let reconciles = "kubelet_gitops_reconcile_duration_seconds_count";
     let settling = Instant::now();
+    let mut before = metric(admin_port, reconciles).await;
     loop {
-        let before = metric(admin_port, reconciles).await;
         tokio::time::sleep(Duration::from_secs(3)).await;
-        if metric(admin_port, reconciles).await == before
-            || settling.elapsed() > Duration::from_secs(120)
-        {
+        let now = metric(admin_port, reconciles).await;
+        if now == before || settling.elapsed() > Duration::from_secs(120) {
             break;
         }
+        before = now;
     }
     eprintln!(
         "{label}: reconciler settled {:.1?} after the rollout",

@@ -12,14 +12,7 @@ async fn an_assigned_config_is_applied_and_the_kubelet_runs_it() {
     let starts_before = h.sim.kubelet("w1").unwrap().state().starts;
     h.start_agent(&[]);
     // Without an assignment the agent reports the local config and touches nothing.
-    h.wait_node(
-        |n| {
-            annotation(n, CURRENT_CONFIG) == Some("local")
-                && condition(n, "KubeletConfigReady")["status"] == "True"
-        },
-        "local reported",
-    )
-    .await;
+    h.wait_local_reported().await;
     assert_eq!(std::fs::read(h.config_file()).unwrap(), original);
 
     let yaml = config_with("kubeAPIQPS: 42\nserializeImagePulls: false\n");
@@ -322,14 +315,7 @@ async fn a_pods_cgroup_limit_changed_on_the_node_is_reported_not_rolled_back() {
 async fn one_apply_costs_the_api_server_a_fixed_handful_of_requests() {
     let mut h = Harness::start().await;
     h.start_agent(&[]);
-    h.wait_node(
-        |n| {
-            annotation(n, CURRENT_CONFIG) == Some("local")
-                && condition(n, "KubeletConfigReady")["status"] == "True"
-        },
-        "local reported",
-    )
-    .await;
+    h.wait_local_reported().await;
     let cm = h.publish("general", &config_with("kubeAPIQPS: 42\n")).await;
     // The local report's Event is written and the watches are open.
     tokio::time::sleep(std::time::Duration::from_secs(1)).await;

@@ -10,7 +10,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use kubelet_gitops_core::inventory::Inventory;
-use kubelet_gitops_core::protocol::{self, DESIRED_CONFIG, HEALTH_TIMEOUT, LKG_GRACE};
+use kubelet_gitops_core::protocol::{
+    self, CURRENT_CONFIG, DESIRED_CONFIG, HEALTH_TIMEOUT, LKG_GRACE,
+};
 use kubelet_gitops_sim::cluster::{Sim, SimConfig};
 use kubelet_gitops_sim::kubelet::{HttpTarget, KubeletOptions, KubeletPaths};
 use kubelet_gitops_sim::resources::kinds;
@@ -384,6 +386,18 @@ impl Harness {
             .store()
             .get(kinds::nodes(), None, NODE)
             .expect("node exists")
+    }
+
+    /// Waits until the agent reports the node's own (local) config, Ready.
+    pub async fn wait_local_reported(&self) -> Value {
+        self.wait_node(
+            |n| {
+                annotation(n, CURRENT_CONFIG) == Some("local")
+                    && condition(n, "KubeletConfigReady")["status"] == "True"
+            },
+            "local reported",
+        )
+        .await
     }
 
     /// Waits until `pred` holds for the Node; panics with the Node's annotations after
