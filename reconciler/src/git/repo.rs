@@ -77,6 +77,9 @@ pub struct FetchOutcome {
     pub received_bytes: usize,
     /// Objects received.
     pub received_objects: usize,
+    /// Whether a fetch ran: `false` when listing the remote's refs showed the cache holds
+    /// them all already (an idle poll).
+    pub fetched: bool,
 }
 
 /// A bare cache of one remote branch (plus any extra refspecs), fetched incrementally.
@@ -220,36 +223,33 @@ impl GitRepo {
         )];
         refspecs.extend(self.config.extra_refspecs.iter().cloned());
 
+        // An idle poll asks the remote for its refs only (what `git ls-remote` does) and
+        // stops there when they are the ones the cache holds: no negotiation, no ref
+        // updates, no pruning. Anything else, or a failed listing, falls through to the
+        // fetch, which reports errors as before.
+        if let Some(held) = previous
+            && let Some(advertised) = self.list_remote()?
+            && let Some(extra_refs) = self.up_to_date(&advertised, held)
+        {
+            debug!(head = %held, "remote unchanged");
+            return Ok(FetchOutcome {
+                head: held.to_string(),
+                previous: Some(held.to_string()),
+                changed: false,
+                forced: false,
+                extra_refs,
+                received_bytes: 0,
+                received_objects: 0,
+                fetched: false,
+            });
+        }
+
         let failure: RefCell<Option<GitError>> = RefCell::new(None);
-        let mut remote =
-            self.repo
-                .remote_anonymous(&self.config.url)
-                .map_err(|e| GitError::BadUrl {
-                    url: self.config.url.clone(),
-                    reason: e.message().to_string(),
-                })?;
+        let mut remote = self.anonymous_remote()?;
         let result = {
-            let mut callbacks = RemoteCallbacks::new();
-            let mut asked = 0u32;
-            let (config, url, failure_ref) = (&self.config, &self.url, &failure);
-            callbacks.credentials(move |asking_url, url_user, allowed| {
-                credentials(config, asking_url, url_user, allowed, &mut asked).map_err(|e| {
-                    let message = e.to_string();
-                    failure_ref.borrow_mut().get_or_insert(e);
-                    git2::Error::from_str(&message)
-                })
-            });
-            callbacks.certificate_check(move |cert, _host| match cert.as_hostkey() {
-                None => Ok(CertificateCheckStatus::CertificatePassthrough),
-                Some(hostkey) => check_host_key(config, url, hostkey).map_err(|e| {
-                    let message = e.to_string();
-                    failure_ref.borrow_mut().get_or_insert(e);
-                    git2::Error::from_str(&message)
-                }),
-            });
             let mut options = FetchOptions::new();
             options
-                .remote_callbacks(callbacks)
+                .remote_callbacks(self.callbacks(&failure))
                 .download_tags(AutotagOption::None)
                 .prune(FetchPrune::On)
                 .update_fetchhead(false);
@@ -306,7 +306,110 @@ impl GitRepo {
             extra_refs,
             received_bytes,
             received_objects,
+            fetched: true,
         })
+    }
+
+    fn anonymous_remote(&self) -> Result<git2::Remote<'_>, GitError> {
+        self.repo
+            .remote_anonymous(&self.config.url)
+            .map_err(|e| GitError::BadUrl {
+                url: self.config.url.clone(),
+                reason: e.message().to_string(),
+            })
+    }
+
+    /// Credentials (read from their files at each use) and the SSH host key check; the
+    /// first error either finds is kept in `failure`, with its own message.
+    fn callbacks<'a>(&'a self, failure: &'a RefCell<Option<GitError>>) -> RemoteCallbacks<'a> {
+        let mut callbacks = RemoteCallbacks::new();
+        let mut asked = 0u32;
+        let (config, url) = (&self.config, &self.url);
+        callbacks.credentials(move |asking_url, url_user, allowed| {
+            credentials(config, asking_url, url_user, allowed, &mut asked).map_err(|e| {
+                let message = e.to_string();
+                failure.borrow_mut().get_or_insert(e);
+                git2::Error::from_str(&message)
+            })
+        });
+        callbacks.certificate_check(move |cert, _host| match cert.as_hostkey() {
+            None => Ok(CertificateCheckStatus::CertificatePassthrough),
+            Some(hostkey) => check_host_key(config, url, hostkey).map_err(|e| {
+                let message = e.to_string();
+                failure.borrow_mut().get_or_insert(e);
+                git2::Error::from_str(&message)
+            }),
+        });
+        callbacks
+    }
+
+    /// The remote's refs, name to target, as `git ls-remote` lists them; `None` when the
+    /// listing failed (the fetch that follows reports why). Errors only for a URL libgit2
+    /// cannot use at all.
+    fn list_remote(&self) -> Result<Option<BTreeMap<String, git2::Oid>>, GitError> {
+        let failure = RefCell::new(None);
+        // Detached: no repository configuration to read (a mismatch with what the fetch
+        // would see only costs a fetch).
+        let mut remote = git2::Remote::create_detached(self.config.url.as_str()).map_err(|e| {
+            GitError::BadUrl {
+                url: self.config.url.clone(),
+                reason: e.message().to_string(),
+            }
+        })?;
+        let connection =
+            match remote.connect_auth(git2::Direction::Fetch, Some(self.callbacks(&failure)), None)
+            {
+                Ok(connection) => connection,
+                Err(e) => {
+                    debug!(error = %e, "listing the remote's refs failed; fetching instead");
+                    return Ok(None);
+                }
+            };
+        Ok(connection.list().ok().map(|heads| {
+            heads
+                .iter()
+                .map(|h| (h.name().to_string(), h.oid()))
+                .collect()
+        }))
+    }
+
+    /// When the cache already holds every ref the remote advertises under our refspecs
+    /// (the branch at `held`, the extra refspecs' refs exactly, none more, none
+    /// fewer), the extra refs as [`FetchOutcome::extra_refs`] has them; else `None`.
+    fn up_to_date(
+        &self,
+        advertised: &BTreeMap<String, git2::Oid>,
+        held: git2::Oid,
+    ) -> Option<BTreeMap<String, String>> {
+        let branch = format!("refs/heads/{}", self.config.branch);
+        if advertised.get(&branch) != Some(&held) {
+            return None;
+        }
+        let mut extra_refs = BTreeMap::new();
+        for spec in &self.config.extra_refspecs {
+            let (src, dst) = spec.trim_start_matches('+').split_once(':')?;
+            let wanted: BTreeMap<String, git2::Oid> = advertised
+                .iter()
+                .filter_map(|(name, oid)| Some((map_refspec(src, dst, name)?, *oid)))
+                .collect();
+            let held: BTreeMap<String, git2::Oid> = self
+                .repo
+                .references_glob(dst)
+                .ok()?
+                .flatten()
+                .filter_map(|r| Some((r.name().ok()?.to_string(), r.target()?)))
+                .collect();
+            if wanted != held {
+                return None;
+            }
+            // The fetch records commits; a ref to anything else (an annotated tag) is
+            // left to it.
+            for (name, oid) in held {
+                let commit = self.repo.find_commit(oid).ok()?;
+                extra_refs.insert(name, commit.id().to_string());
+            }
+        }
+        Some(extra_refs)
     }
 
     /// The refs the extra refspecs' destinations hold now.
@@ -437,6 +540,19 @@ fn check_refspec(spec: &str) -> Result<(), GitError> {
         return Err(bad("the destination must not overlap the branch cache"));
     }
     Ok(())
+}
+
+/// `name` mapped through the refspec `src:dst` (at most one `*` on each side, as
+/// [`check_refspec`] ensures), or `None` when `src` does not match it.
+fn map_refspec(src: &str, dst: &str, name: &str) -> Option<String> {
+    match (src.split_once('*'), dst.split_once('*')) {
+        (None, None) => (name == src).then(|| dst.to_string()),
+        (Some((prefix, suffix)), Some((dst_prefix, dst_suffix))) => {
+            let middle = name.strip_prefix(prefix)?.strip_suffix(suffix)?;
+            Some(format!("{dst_prefix}{middle}{dst_suffix}"))
+        }
+        _ => None,
+    }
 }
 
 fn configured_username(auth: &GitAuth) -> &str {

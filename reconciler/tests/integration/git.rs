@@ -292,6 +292,7 @@ fn fetch_over_file_url_then_incrementally() {
         again.received_objects, 0,
         "nothing new, nothing transferred"
     );
+    assert!(!again.fetched, "an unchanged remote is listed, not fetched");
 
     let second = remote.push(&[("pools/gpu.yaml", "maxPods: 2\n")], "bump");
     let next = repo.fetch().expect("incremental fetch");
@@ -300,6 +301,7 @@ fn fetch_over_file_url_then_incrementally() {
     assert!(next.changed && !next.forced);
     // Only what is new: the commit, the root tree, the pools tree and the changed blob.
     assert_eq!(next.received_objects, 4);
+    assert!(next.fetched);
     let src = repo.commit_source(&second).expect("commit source");
     assert_eq!(src.read("pools/gpu.yaml").expect("read"), b"maxPods: 2\n");
     assert_eq!(src.summary(), "bump");
@@ -525,6 +527,77 @@ fn extra_refspecs_fetch_pull_request_heads() {
         .commit_source(&pr)
         .expect("the PR head is in the cache");
     assert_eq!(src.read("a.yaml").expect("read"), b"pr\n");
+}
+
+#[test]
+fn an_idle_poll_lists_the_remote_and_fetches_only_when_a_ref_moved() {
+    let remote = Remote::new(&[("a.yaml", "1\n")]);
+    let push_pr = |n: u32, content: &str| {
+        remote.git(&["checkout", "-q", "-B", &format!("pr{n}"), "main"]);
+        let id = commit_files(&remote.work, &[("a.yaml", content)], "pr change");
+        remote.git(&[
+            "push",
+            "-q",
+            "-f",
+            "origin",
+            &format!("pr{n}:refs/pull/{n}/head"),
+        ]);
+        remote.git(&["checkout", "-q", "main"]);
+        id
+    };
+    let seven = push_pr(7, "seven\n");
+    let mut cfg = remote.config("cache");
+    cfg.extra_refspecs = vec!["+refs/pull/*/head:refs/pull/*/head".to_string()];
+    let mut repo = GitRepo::open(cfg).expect("open");
+    let pulls = |got: &reconciler::git::FetchOutcome| {
+        got.extra_refs
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert!(repo.fetch().expect("first").fetched);
+
+    let idle = repo.fetch().expect("idle");
+    assert!(!idle.fetched, "nothing moved: listed only");
+    assert_eq!(
+        pulls(&idle),
+        vec![("refs/pull/7/head".to_string(), seven.clone())],
+        "an idle poll still reports the pull-request heads"
+    );
+
+    let eight = push_pr(8, "eight\n");
+    let got = repo.fetch().expect("a new pull request");
+    assert!(got.fetched && !got.changed, "the branch did not move");
+    assert_eq!(
+        pulls(&got),
+        vec![
+            ("refs/pull/7/head".to_string(), seven.clone()),
+            ("refs/pull/8/head".to_string(), eight.clone()),
+        ]
+    );
+    assert!(!repo.fetch().expect("idle").fetched);
+
+    let seven_again = push_pr(7, "seven, amended\n");
+    let got = repo.fetch().expect("a pull request updated");
+    assert!(got.fetched);
+    assert_eq!(got.extra_refs["refs/pull/7/head"], seven_again);
+
+    remote.git(&["push", "-q", "origin", ":refs/pull/8/head"]);
+    let got = repo.fetch().expect("a pull request closed");
+    assert!(
+        got.fetched,
+        "a ref gone from the remote is pruned by a fetch"
+    );
+    assert_eq!(
+        pulls(&got),
+        vec![("refs/pull/7/head".to_string(), seven_again)]
+    );
+
+    let main = remote.push(&[("a.yaml", "2\n")], "main moves");
+    let got = repo.fetch().expect("the branch moved");
+    assert!(got.fetched && got.changed);
+    assert_eq!(got.head, main);
+    assert!(!repo.fetch().expect("idle").fetched);
 }
 
 // ---------------------------------------------------------------------------------------
