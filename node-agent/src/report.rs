@@ -206,6 +206,34 @@ pub fn condition_patch(
     Some(json!({ "status": { "conditions": [condition] } }))
 }
 
+/// One write that makes a Node show a report.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReportWrite {
+    /// Only annotations differ: a JSON merge patch of the Node.
+    Annotations(Value),
+    /// The condition differs (and maybe annotations): a strategic merge patch of
+    /// `nodes/status`, which takes metadata too (upstream's status strategy resets only
+    /// the spec), so a phase is one write, not two, and never half-written.
+    Status(Value),
+}
+
+/// The write that applies `annotations` ([`annotations_patch`]) and `condition`
+/// ([`condition_patch`]); `None` when neither is needed.
+pub fn report_write(annotations: Option<Value>, condition: Option<Value>) -> Option<ReportWrite> {
+    match (annotations, condition) {
+        (None, None) => None,
+        (Some(annotations), None) => Some(ReportWrite::Annotations(annotations)),
+        (annotations, Some(mut condition)) => {
+            if let (Some(Value::Object(extra)), Value::Object(patch)) =
+                (annotations, &mut condition)
+            {
+                patch.extend(extra);
+            }
+            Some(ReportWrite::Status(condition))
+        }
+    }
+}
+
 /// Normal or Warning, as core/v1 Events have it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventType {
@@ -352,43 +380,45 @@ impl Reporter {
         }
     }
 
-    /// Makes the Node (`live`, as last seen) show `wanted`: the annotations, then the
-    /// condition, each only when it differs. Returns the Node as the server returned it
-    /// after the last write, or `None` when nothing was written.
+    /// Makes the Node (`live`, as last seen) show `wanted`: its annotations and its
+    /// condition, in one write ([`report_write`]) and only what differs. Returns the Node
+    /// as the server returned it, or `None` when nothing was written.
     pub async fn publish(&self, live: &Node, wanted: &Report) -> Result<Option<Node>, ReportError> {
         let empty = BTreeMap::new();
         let annotations = live.metadata.annotations.as_ref().unwrap_or(&empty);
+        let conditions = live.status.as_ref().and_then(|s| s.conditions.as_deref());
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.to_string()),
             ..PatchParams::default()
         };
-        let mut written = None;
-        if let Some(patch) = annotations_patch(annotations, wanted) {
-            debug!(node = %self.node, %patch, "patching annotations");
-            let node = self
-                .nodes
-                .patch(&self.node, &params, &Patch::Merge(&patch))
-                .await
-                .map_err(|source| ReportError::Annotations {
-                    node: self.node.clone(),
-                    source,
-                })?;
-            written = Some(node);
-        }
-        let conditions = live.status.as_ref().and_then(|s| s.conditions.as_deref());
-        if let Some(patch) = condition_patch(conditions, &wanted.condition(), Timestamp::now()) {
-            debug!(node = %self.node, "patching condition");
-            let node = self
-                .nodes
-                .patch_status(&self.node, &params, &Patch::Strategic(&patch))
-                .await
-                .map_err(|source| ReportError::Condition {
-                    node: self.node.clone(),
-                    source,
-                })?;
-            written = Some(node);
-        }
-        Ok(written)
+        let write = report_write(
+            annotations_patch(annotations, wanted),
+            condition_patch(conditions, &wanted.condition(), Timestamp::now()),
+        );
+        let node = match write {
+            None => return Ok(None),
+            Some(ReportWrite::Annotations(patch)) => {
+                debug!(node = %self.node, %patch, "patching annotations");
+                self.nodes
+                    .patch(&self.node, &params, &Patch::Merge(&patch))
+                    .await
+                    .map_err(|source| ReportError::Annotations {
+                        node: self.node.clone(),
+                        source,
+                    })?
+            }
+            Some(ReportWrite::Status(patch)) => {
+                debug!(node = %self.node, %patch, "patching the condition (and annotations)");
+                self.nodes
+                    .patch_status(&self.node, &params, &Patch::Strategic(&patch))
+                    .await
+                    .map_err(|source| ReportError::Condition {
+                        node: self.node.clone(),
+                        source,
+                    })?
+            }
+        };
+        Ok(Some(node))
     }
 
     /// Makes the Node (`live`) show `wanted` as its [`NODE_SETUP`] annotation, when it
@@ -502,6 +532,43 @@ mod tests {
             a.get("kubelet-gitops.io/desired-config").is_none(),
             "the reconciler's keys are never touched"
         );
+    }
+
+    #[test]
+    fn a_phase_is_one_write_on_the_status_when_the_condition_changes() {
+        let live = annotations(&[(STATE, "Applying"), (CURRENT_CONFIG, "local")]);
+        let wanted = done("ns/a");
+        let now = Timestamp::now();
+        let annotations = annotations_patch(&live, &wanted);
+        let condition = condition_patch(None, &wanted.condition(), now);
+        assert!(annotations.is_some() && condition.is_some());
+        let Some(ReportWrite::Status(patch)) = report_write(annotations.clone(), condition.clone())
+        else {
+            panic!("a changed condition goes to nodes/status");
+        };
+        assert_eq!(
+            patch["metadata"]["annotations"][STATE], "Done",
+            "the annotations ride along: {patch}"
+        );
+        assert_eq!(patch["metadata"]["annotations"][CURRENT_CONFIG], "ns/a");
+        assert_eq!(patch["status"]["conditions"][0]["type"], CONDITION_TYPE);
+        assert_eq!(patch["status"]["conditions"][0]["reason"], "Done");
+        assert_eq!(
+            patch.as_object().map(|o| o.len()),
+            Some(2),
+            "metadata and status only: {patch}"
+        );
+
+        assert_eq!(
+            report_write(annotations.clone(), None),
+            annotations.map(ReportWrite::Annotations),
+            "annotations alone patch the Node"
+        );
+        assert_eq!(
+            report_write(None, condition.clone()),
+            condition.map(ReportWrite::Status)
+        );
+        assert_eq!(report_write(None, None), None);
     }
 
     #[test]

@@ -789,6 +789,15 @@ fn annotations(pairs: &[(&str, Option<&str>)]) -> Value {
     json!({ "metadata": { "annotations": map } })
 }
 
+/// `annotations` ([`annotations`]) and `condition` ([`condition`]) as one patch.
+fn with_condition(annotations: Value, condition: Value) -> Value {
+    let mut patch = condition;
+    if let (Some(patch), Value::Object(extra)) = (patch.as_object_mut(), annotations) {
+        patch.extend(extra);
+    }
+    patch
+}
+
 /// A strategic merge patch of one condition.
 fn condition(kind: &str, status: &str) -> Value {
     json!({ "status": { "conditions": [{
@@ -883,6 +892,9 @@ async fn agent_admission(
     policies: &Policies,
 ) -> Result<(), String> {
     const VALUE: &str = "real-access";
+    // The agent writes a phase's annotations with its condition through nodes/status,
+    // whose strategy keeps metadata changes (node-agent `report.rs`, `report_write`).
+    const VIA_STATUS: &str = "real-access-via-status";
     let own: Vec<(&str, Option<&str>)> = protocol::AGENT_ANNOTATIONS
         .iter()
         .map(|k| (*k, Some(VALUE)))
@@ -913,6 +925,24 @@ async fn agent_admission(
             "node-a",
             Write::Status(ready()),
             Expect::Allowed,
+        ),
+        case(
+            "its observed-config annotation with its condition, one nodes/status patch",
+            "node-a",
+            Write::Status(with_condition(
+                annotations(&[(protocol::OBSERVED_CONFIG, Some(VIA_STATUS))]),
+                ready(),
+            )),
+            Expect::Allowed,
+        ),
+        case(
+            "annotation other.io/x with its condition, one nodes/status patch",
+            "node-a",
+            Write::Status(with_condition(
+                annotations(&[(OTHER_ANNOTATION, Some("y"))]),
+                ready(),
+            )),
+            only_ours()?,
         ),
         case(
             "its state annotation",
@@ -972,7 +1002,11 @@ async fn agent_admission(
     // What the allowed writes left, and the denied ones did not.
     let a = Seen::get(cluster, "node-a").await?;
     for key in protocol::AGENT_ANNOTATIONS {
-        let want = (*key != protocol::MESSAGE).then_some(VALUE);
+        let want = match *key {
+            protocol::MESSAGE => None,
+            protocol::OBSERVED_CONFIG => Some(VIA_STATUS),
+            _ => Some(VALUE),
+        };
         a.expect_annotation(key, want, &mut f);
     }
     a.expect_annotation(protocol::DESIRED_CONFIG, None, &mut f);
