@@ -1116,7 +1116,12 @@ mod tests {
         std::fs::write(&token, "t0k3n\n").unwrap();
         let token = token.to_str().unwrap();
         let config = |args: &[&str]| {
-            let mut all = vec!["--repo-url", "file:///srv/repo", "--forge-token-file", token];
+            let mut all = vec![
+                "--repo-url",
+                "file:///srv/repo",
+                "--forge-token-file",
+                token,
+            ];
             all.extend_from_slice(args);
             parse(&all).map(|a| a.into_config())
         };
@@ -1162,9 +1167,15 @@ mod tests {
             err(&dc),
             "--status-backend bitbucket-datacenter needs --forge-url"
         );
-        let c = config(&[&dc[..], &["--forge-url", "https://git.example.com/bitbucket"]].concat())
-            .unwrap()
-            .unwrap();
+        let c = config(
+            &[
+                &dc[..],
+                &["--forge-url", "https://git.example.com/bitbucket"],
+            ]
+            .concat(),
+        )
+        .unwrap()
+        .unwrap();
         let StatusBackendConfig::BitbucketDataCenter(bb) = &c.status.backend else {
             panic!("{:?}", c.status.backend)
         };

@@ -9,7 +9,8 @@
 //!   keeps every status posted; the newest of a context is the one shown.
 //! - Comments: a pull request's comments live in threads. `GET
 //!   .../pullRequests/{id}/threads`, all in one answer; ours is the thread whose first
-//!   comment carries the marker. It is created with `POST .../pullRequests/{id}/threads`
+//!   comment carries the marker (Azure's own `system` comments are skipped). It is
+//!   created with `POST .../pullRequests/{id}/threads`
 //!   (`{"comments": [{"parentCommentId": 0, "content", "commentType": 1}], "status": 1}`,
 //!   a text comment in an active thread) and edited with
 //!   `PATCH .../pullRequests/{id}/threads/{thread}/comments/1` `{"content"}`: comment ids
@@ -110,6 +111,8 @@ struct Thread {
 struct ThreadComment {
     id: u64,
     content: Option<String>,
+    /// `text`, or `system` for Azure's own ("updated the pull request status").
+    comment_type: Option<serde_json::Value>,
     #[serde(default)]
     is_deleted: bool,
 }
@@ -174,7 +177,10 @@ impl AzureDevOps {
             .filter(|t| !t.is_deleted)
             .find_map(|t| {
                 let first = t.comments.into_iter().find(|c| c.id == FIRST_COMMENT)?;
-                let content = first.content.filter(|c| !first.is_deleted && c.contains(marker))?;
+                let system = first.comment_type == Some(json!("system"));
+                let content = first
+                    .content
+                    .filter(|c| !first.is_deleted && !system && c.contains(marker))?;
                 Some((t.id, content))
             }))
     }
@@ -220,7 +226,13 @@ impl AzureDevOps {
         let method_name = method_name(&method);
         let answer = self
             .http
-            .send_authorized(method, url, &self.token, |s| ("Basic ".into(), s.basic("")), body)
+            .send_authorized(
+                method,
+                url,
+                &self.token,
+                |s| ("Basic ".into(), s.basic("")),
+                body,
+            )
             .await?;
         if answer.status == 203 {
             return Err(StatusError::Rejected {

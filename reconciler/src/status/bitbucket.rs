@@ -187,10 +187,14 @@ impl Bitbucket {
         for _ in 0..MAX_PAGES {
             let answer = self.request(Method::GET, &url, None).await?;
             let page: Page = self.http.decode("GET", &url, &answer)?;
-            let found = page.values.into_iter().filter(|c| !c.deleted).find_map(|c| {
-                let raw = c.content.and_then(|content| content.raw)?;
-                raw.contains(marker).then_some((c.id, raw))
-            });
+            let found = page
+                .values
+                .into_iter()
+                .filter(|c| !c.deleted)
+                .find_map(|c| {
+                    let raw = c.content.and_then(|content| content.raw)?;
+                    raw.contains(marker).then_some((c.id, raw))
+                });
             if found.is_some() {
                 return Ok(found);
             }

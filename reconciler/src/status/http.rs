@@ -123,8 +123,14 @@ impl Http {
         body: Option<&serde_json::Value>,
     ) -> Result<Answer, StatusError> {
         let (scheme, credentials) = auth(&token.read(self.forge)?);
-        self.send(method, url, (AUTHORIZATION, scheme, &credentials), &[], body)
-            .await
+        self.send(
+            method,
+            url,
+            (AUTHORIZATION, scheme, &credentials),
+            &[],
+            body,
+        )
+        .await
     }
 
     /// Decodes a 2xx answer's JSON body.
