@@ -79,6 +79,69 @@ pub(crate) fn build_status_body(
     })
 }
 
+/// One Bitbucket repository, Cloud or Data Center: where its API and its web pages are,
+/// and the token its requests carry ([`bearer_or_basic`]).
+#[derive(Debug, Clone)]
+pub(crate) struct BitbucketRepo {
+    forge: &'static str,
+    /// The repository's API resource.
+    pub api: String,
+    /// The repository's web page.
+    web: String,
+    token: TokenFile,
+    pub http: Http,
+}
+
+impl BitbucketRepo {
+    pub fn new(
+        forge: &'static str,
+        api: String,
+        web: String,
+        token_file: PathBuf,
+    ) -> Result<BitbucketRepo, StatusError> {
+        Ok(BitbucketRepo {
+            forge,
+            api,
+            web,
+            token: TokenFile(token_file),
+            http: Http::new(forge)?,
+        })
+    }
+
+    /// The file the token is read from.
+    pub fn token_file(&self) -> &TokenFile {
+        &self.token
+    }
+
+    /// Posts one status (already truncated by the writer) to `{api}/{path}`, where
+    /// `path` names the commit (`commit/{sha}/statuses/build` on Cloud,
+    /// `commits/{sha}/builds` on Data Center); it replaces the status of its key.
+    pub async fn post_build_status(
+        &self,
+        status: &CommitStatus,
+        path: &str,
+        key_limit: usize,
+    ) -> Result<(), StatusError> {
+        check_sha(self.forge, &status.sha)?;
+        let url = format!("{}/{path}", self.api);
+        let page = format!("{}/commits/{}", self.web, status.sha);
+        let body = build_status_body(status, key_limit, page);
+        self.request(Method::POST, &url, Some(&body)).await?;
+        Ok(())
+    }
+
+    pub async fn request(
+        &self,
+        method: Method,
+        url: &str,
+        body: Option<&serde_json::Value>,
+    ) -> Result<Answer, StatusError> {
+        self.http
+            .send_authorized(method, url, &self.token, bearer_or_basic, body)
+            .await
+    }
+}
+
 /// Where to post on Bitbucket Cloud and with which token.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BitbucketConfig {
@@ -111,10 +174,7 @@ impl BitbucketConfig {
 #[derive(Debug, Clone)]
 pub struct Bitbucket {
     api_base: String,
-    repo_url: String,
-    web_url: String,
-    token: TokenFile,
-    http: Http,
+    repo: BitbucketRepo,
 }
 
 #[derive(Deserialize)]
@@ -150,28 +210,24 @@ impl Bitbucket {
         non_empty(FORGE, "workspace", &workspace)?;
         non_empty(FORGE, "repository", &repo)?;
         let (workspace, repo) = (encode_segment(&workspace), encode_segment(&repo));
-        Ok(Bitbucket {
-            repo_url: format!("{api_base}/repositories/{workspace}/{repo}"),
-            web_url: format!("https://bitbucket.org/{workspace}/{repo}"),
-            api_base,
-            token: TokenFile(token_file),
-            http: Http::new(FORGE)?,
-        })
+        let repo = BitbucketRepo::new(
+            FORGE,
+            format!("{api_base}/repositories/{workspace}/{repo}"),
+            format!("https://bitbucket.org/{workspace}/{repo}"),
+            token_file,
+        )?;
+        Ok(Bitbucket { api_base, repo })
     }
 
     /// The file the token is read from.
     pub(crate) fn token_file(&self) -> &TokenFile {
-        &self.token
+        self.repo.token_file()
     }
 
     /// Posts one status (already truncated by the writer), replacing the one of its key.
     pub(crate) async fn post_status(&self, status: &CommitStatus) -> Result<(), StatusError> {
-        check_sha(FORGE, &status.sha)?;
-        let url = format!("{}/commit/{}/statuses/build", self.repo_url, status.sha);
-        let page = format!("{}/commits/{}", self.web_url, status.sha);
-        let body = build_status_body(status, KEY_LIMIT, page);
-        self.request(Method::POST, &url, Some(&body)).await?;
-        Ok(())
+        let path = format!("commit/{}/statuses/build", status.sha);
+        self.repo.post_build_status(status, &path, KEY_LIMIT).await
     }
 
     /// The first comment on pull request `pr` whose body contains `marker`.
@@ -182,11 +238,11 @@ impl Bitbucket {
     ) -> Result<Option<(u64, String)>, StatusError> {
         let mut url = format!(
             "{}/pullrequests/{pr}/comments?pagelen={PAGE_SIZE}",
-            self.repo_url
+            self.repo.api
         );
         for _ in 0..MAX_PAGES {
-            let answer = self.request(Method::GET, &url, None).await?;
-            let page: Page = self.http.decode("GET", &url, &answer)?;
+            let answer = self.repo.request(Method::GET, &url, None).await?;
+            let page: Page = self.repo.http.decode("GET", &url, &answer)?;
             let found = page
                 .values
                 .into_iter()
@@ -217,11 +273,12 @@ impl Bitbucket {
 
     /// Creates a comment on pull request `pr`; returns its id.
     pub(crate) async fn create_comment(&self, pr: u64, body: &str) -> Result<u64, StatusError> {
-        let url = format!("{}/pullrequests/{pr}/comments", self.repo_url);
+        let url = format!("{}/pullrequests/{pr}/comments", self.repo.api);
         let answer = self
+            .repo
             .request(Method::POST, &url, Some(&json!({"content": {"raw": body}})))
             .await?;
-        let created: Comment = self.http.decode("POST", &url, &answer)?;
+        let created: Comment = self.repo.http.decode("POST", &url, &answer)?;
         Ok(created.id)
     }
 
@@ -232,21 +289,11 @@ impl Bitbucket {
         id: u64,
         body: &str,
     ) -> Result<(), StatusError> {
-        let url = format!("{}/pullrequests/{pr}/comments/{id}", self.repo_url);
-        self.request(Method::PUT, &url, Some(&json!({"content": {"raw": body}})))
+        let url = format!("{}/pullrequests/{pr}/comments/{id}", self.repo.api);
+        self.repo
+            .request(Method::PUT, &url, Some(&json!({"content": {"raw": body}})))
             .await?;
         Ok(())
-    }
-
-    async fn request(
-        &self,
-        method: Method,
-        url: &str,
-        body: Option<&serde_json::Value>,
-    ) -> Result<Answer, StatusError> {
-        self.http
-            .send_authorized(method, url, &self.token, bearer_or_basic, body)
-            .await
     }
 }
 

@@ -25,10 +25,10 @@ use reqwest::Method;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::bitbucket::{FIELD_LIMIT, build_status_body};
+use super::bitbucket::{BitbucketRepo, FIELD_LIMIT};
 use super::commit::CommitStatus;
 use super::error::StatusError;
-use super::http::{Answer, Http, base_url, bearer_or_basic, check_sha, encode_segment, non_empty};
+use super::http::{base_url, encode_segment, non_empty};
 use super::token::TokenFile;
 
 const FORGE: &str = "Bitbucket Data Center";
@@ -59,10 +59,7 @@ pub struct BitbucketDataCenterConfig {
 /// The Bitbucket Data Center backend.
 #[derive(Debug, Clone)]
 pub struct BitbucketDataCenter {
-    repo_url: String,
-    web_url: String,
-    token: TokenFile,
-    http: Http,
+    repo: BitbucketRepo,
 }
 
 #[derive(Deserialize)]
@@ -108,27 +105,24 @@ impl BitbucketDataCenter {
         non_empty(FORGE, "project key", &project)?;
         non_empty(FORGE, "repository", &repo)?;
         let (project, repo) = (encode_segment(&project), encode_segment(&repo));
-        Ok(BitbucketDataCenter {
-            repo_url: format!("{base}/rest/api/latest/projects/{project}/repos/{repo}"),
-            web_url: format!("{base}/projects/{project}/repos/{repo}"),
-            token: TokenFile(token_file),
-            http: Http::new(FORGE)?,
-        })
+        let repo = BitbucketRepo::new(
+            FORGE,
+            format!("{base}/rest/api/latest/projects/{project}/repos/{repo}"),
+            format!("{base}/projects/{project}/repos/{repo}"),
+            token_file,
+        )?;
+        Ok(BitbucketDataCenter { repo })
     }
 
     /// The file the token is read from.
     pub(crate) fn token_file(&self) -> &TokenFile {
-        &self.token
+        self.repo.token_file()
     }
 
     /// Posts one status (already truncated by the writer), replacing the one of its key.
     pub(crate) async fn post_status(&self, status: &CommitStatus) -> Result<(), StatusError> {
-        check_sha(FORGE, &status.sha)?;
-        let url = format!("{}/commits/{}/builds", self.repo_url, status.sha);
-        let page = format!("{}/commits/{}", self.web_url, status.sha);
-        let body = build_status_body(status, KEY_LIMIT, page);
-        self.request(Method::POST, &url, Some(&body)).await?;
-        Ok(())
+        let path = format!("commits/{}/builds", status.sha);
+        self.repo.post_build_status(status, &path, KEY_LIMIT).await
     }
 
     /// The first general comment on pull request `pr` whose text contains `marker` (the
@@ -144,10 +138,10 @@ impl BitbucketDataCenter {
         for _ in 0..MAX_PAGES {
             let url = format!(
                 "{}/pull-requests/{pr}/activities?start={start}&limit={PAGE_SIZE}",
-                self.repo_url
+                self.repo.api
             );
-            let answer = self.request(Method::GET, &url, None).await?;
-            let page: ActivityPage = self.http.decode("GET", &url, &answer)?;
+            let answer = self.repo.request(Method::GET, &url, None).await?;
+            let page: ActivityPage = self.repo.http.decode("GET", &url, &answer)?;
             for activity in page.values {
                 let (Some(comment), "COMMENTED") = (activity.comment, activity.action.as_str())
                 else {
@@ -176,11 +170,12 @@ impl BitbucketDataCenter {
 
     /// Creates a general comment on pull request `pr`; returns its id.
     pub(crate) async fn create_comment(&self, pr: u64, body: &str) -> Result<u64, StatusError> {
-        let url = format!("{}/pull-requests/{pr}/comments", self.repo_url);
+        let url = format!("{}/pull-requests/{pr}/comments", self.repo.api);
         let answer = self
+            .repo
             .request(Method::POST, &url, Some(&json!({ "text": body })))
             .await?;
-        let created: Comment = self.http.decode("POST", &url, &answer)?;
+        let created: Comment = self.repo.http.decode("POST", &url, &answer)?;
         Ok(created.id)
     }
 
@@ -191,22 +186,11 @@ impl BitbucketDataCenter {
         id: u64,
         body: &str,
     ) -> Result<(), StatusError> {
-        let url = format!("{}/pull-requests/{pr}/comments/{id}", self.repo_url);
-        let answer = self.request(Method::GET, &url, None).await?;
-        let current: Comment = self.http.decode("GET", &url, &answer)?;
+        let url = format!("{}/pull-requests/{pr}/comments/{id}", self.repo.api);
+        let answer = self.repo.request(Method::GET, &url, None).await?;
+        let current: Comment = self.repo.http.decode("GET", &url, &answer)?;
         let edit = json!({ "text": body, "version": current.version });
-        self.request(Method::PUT, &url, Some(&edit)).await?;
+        self.repo.request(Method::PUT, &url, Some(&edit)).await?;
         Ok(())
-    }
-
-    async fn request(
-        &self,
-        method: Method,
-        url: &str,
-        body: Option<&serde_json::Value>,
-    ) -> Result<Answer, StatusError> {
-        self.http
-            .send_authorized(method, url, &self.token, bearer_or_basic, body)
-            .await
     }
 }
