@@ -14,7 +14,8 @@ use crate::git::{GitAuth, GitConfig};
 use crate::leader::LeaseConfig;
 use crate::render::RenderOptions;
 use crate::status::{
-    GitHubConfig, GitLabConfig, GitLabProject, GiteaConfig, StatusBackendConfig, StatusConfig,
+    AzureDevOpsConfig, BitbucketConfig, BitbucketDataCenterConfig, GitHubConfig, GitLabConfig,
+    GitLabProject, GiteaConfig, StatusBackendConfig, StatusConfig,
 };
 
 /// GitLab's SaaS instance, the default `--forge-url` for GitLab.
@@ -35,6 +36,16 @@ pub enum StatusBackendKind {
     GitLab,
     /// Gitea or Forgejo commit statuses.
     Gitea,
+    /// Bitbucket Cloud build statuses (bitbucket.org). No --review: Bitbucket Cloud
+    /// publishes no pull-request refs.
+    #[value(name = "bitbucket-cloud")]
+    BitbucketCloud,
+    /// Bitbucket Data Center (or Server) build statuses.
+    #[value(name = "bitbucket-datacenter", alias = "bitbucket-server")]
+    BitbucketDataCenter,
+    /// Azure DevOps (Services or Server) commit statuses.
+    #[value(name = "azure-devops")]
+    AzureDevOps,
     /// No commit statuses.
     None,
 }
@@ -46,6 +57,9 @@ impl StatusBackendKind {
             StatusBackendKind::GitHub => "github",
             StatusBackendKind::GitLab => "gitlab",
             StatusBackendKind::Gitea => "gitea",
+            StatusBackendKind::BitbucketCloud => "bitbucket-cloud",
+            StatusBackendKind::BitbucketDataCenter => "bitbucket-datacenter",
+            StatusBackendKind::AzureDevOps => "azure-devops",
             StatusBackendKind::None => "none",
         }
     }
@@ -277,8 +291,11 @@ pub struct RunArgs {
     /// produced its ConfigMap (pending with progress, success, failure naming the node),
     /// `kubelet-gitops` for the whole commit (error when it does not validate). `notes`
     /// writes git notes in the config repository and pushes them to it when it accepts
-    /// pushes; github, gitlab and gitea post to the forge's commit-status API and need
-    /// --forge-repo and --forge-token-file.
+    /// pushes; github, gitlab, gitea, bitbucket-cloud, bitbucket-datacenter and
+    /// azure-devops post to the forge's commit-status API and need --forge-repo and
+    /// --forge-token-file. Each forge's limits are kept: descriptions cut to its maximum
+    /// (GitHub 140 characters, the others 255), contexts longer than Bitbucket Cloud's
+    /// 40-character key shortened with a hash, states mapped to its names.
     #[arg(
         long,
         value_enum,
@@ -290,9 +307,12 @@ pub struct RunArgs {
     pub status_backend: StatusBackendKind,
 
     /// The forge's API base: GitHub's is https://api.github.com (GitHub Enterprise
-    /// Server: https://HOST/api/v3); for GitLab (default https://gitlab.com) and Gitea
-    /// (required) the instance's URL, without /api/.... An http:// URL only with
-    /// --allow-insecure-http (every request carries the forge token).
+    /// Server: https://HOST/api/v3), Bitbucket Cloud's https://api.bitbucket.org/2.0
+    /// (the defaults); for GitLab (default https://gitlab.com), Gitea and Bitbucket Data
+    /// Center (required) the instance's URL with its context path, without /api/... or
+    /// /rest/...; for Azure DevOps (required) the organization, https://dev.azure.com/ORG
+    /// (Azure DevOps Server: the collection, https://HOST/tfs/COLLECTION). An http:// URL
+    /// only with --allow-insecure-http (every request carries the forge token).
     #[arg(
         long,
         value_name = "URL",
@@ -302,7 +322,9 @@ pub struct RunArgs {
     pub forge_url: Option<String>,
 
     /// The repository on the forge: OWNER/REPO on GitHub and Gitea; on GitLab the
-    /// project's numeric id or its full path (group/subgroup/project).
+    /// project's numeric id or its full path (group/subgroup/project); WORKSPACE/REPO on
+    /// Bitbucket Cloud; PROJECTKEY/REPO on Bitbucket Data Center; PROJECT/REPO on Azure
+    /// DevOps.
     #[arg(
         long,
         value_name = "REPO",
@@ -313,7 +335,12 @@ pub struct RunArgs {
 
     /// A file holding the forge token, read at every request (a rotated Secret is picked
     /// up). GitHub: "Commit statuses: write" (and "Pull requests: write" for --comment);
-    /// GitLab: the api scope; Gitea: write:repository (and write:issue for --comment).
+    /// GitLab: the api scope; Gitea: write:repository (and write:issue for --comment);
+    /// Bitbucket Cloud: an access token with repository:write (and pullrequest:write),
+    /// or USER:APP_PASSWORD in the file (sent as Basic); Bitbucket Data Center: an HTTP
+    /// access token with Repository write (sent as Bearer), or USER:PASSWORD; Azure
+    /// DevOps: a personal access token with Code (status), and Code (read & write) for
+    /// --comment (sent as Basic).
     #[arg(
         long,
         value_name = "FILE",
@@ -332,10 +359,12 @@ pub struct RunArgs {
     pub status_target_url: Option<String>,
 
     /// Also fetch pull-request heads (refs/pull/*/head on GitHub and Gitea,
-    /// refs/merge-requests/*/head on GitLab, both with notes), plan each new or moved
-    /// head against the applied commit of the branch (from their merge base) for the
-    /// cluster's nodes, and post a kubelet-gitops/plan status on it. Nothing of a
-    /// pull request is ever applied.
+    /// refs/merge-requests/*/head on GitLab, both with notes,
+    /// refs/pull-requests/*/from on Bitbucket Data Center, refs/pull/*/merge on Azure
+    /// DevOps, which publishes only the merge), plan each new or moved head against the
+    /// applied commit of the branch (from their merge base) for the cluster's nodes, and
+    /// post a kubelet-gitops/plan status on it. Nothing of a pull request is ever
+    /// applied. Not with bitbucket-cloud: Bitbucket Cloud publishes no pull-request refs.
     #[arg(long, env = "KUBELET_GITOPS_REVIEW", help_heading = "Commit statuses")]
     pub review: bool,
 
@@ -386,15 +415,19 @@ pub enum ArgsError {
         backend: &'static str,
         flag: &'static str,
     },
-    #[error("{flag} is only used with --status-backend github, gitlab or gitea (it is {backend})")]
+    #[error(
+        "{flag} is only used with a forge --status-backend (github, gitlab, gitea, \
+         bitbucket-cloud, bitbucket-datacenter, azure-devops; it is {backend})"
+    )]
     ForgeOptionUnused {
         backend: &'static str,
         flag: &'static str,
     },
-    #[error("--forge-repo {value:?}: {backend} wants OWNER/REPO")]
+    #[error("--forge-repo {value:?}: {backend} wants {form}")]
     ForgeRepo {
         backend: &'static str,
         value: String,
+        form: &'static str,
     },
     #[error("{flag} {value:?}: expected an http:// or https:// URL")]
     Url { flag: &'static str, value: String },
@@ -436,8 +469,13 @@ pub enum ArgsError {
     },
     #[error("--review needs a status backend (--status-backend is none)")]
     ReviewWithoutBackend,
-    #[error("--comment needs a forge (github, gitlab or gitea): {backend} has no pull requests")]
+    #[error("--comment needs a forge backend: {backend} has no pull requests")]
     CommentWithoutForge { backend: &'static str },
+    #[error(
+        "--review cannot work with {backend}: Bitbucket Cloud publishes no pull-request refs \
+         to fetch heads from (statuses on the branch's commits work)"
+    )]
+    ReviewWithoutRefs { backend: &'static str },
 }
 
 /// An absolute form of `path` (relative to the working directory), checked to exist.
@@ -742,7 +780,12 @@ fn status_config(
                 StatusBackendConfig::Notes
             }
         }
-        StatusBackendKind::GitHub | StatusBackendKind::GitLab | StatusBackendKind::Gitea => {
+        StatusBackendKind::GitHub
+        | StatusBackendKind::GitLab
+        | StatusBackendKind::Gitea
+        | StatusBackendKind::BitbucketCloud
+        | StatusBackendKind::BitbucketDataCenter
+        | StatusBackendKind::AzureDevOps => {
             let missing = |flag| ArgsError::ForgeOptionMissing {
                 backend: name,
                 flag,
@@ -765,7 +808,7 @@ fn status_config(
                     what: "forge token",
                 });
             }
-            let owner_repo = || match repo.trim().trim_matches('/').split_once('/') {
+            let owner_repo = |form| match repo.trim().trim_matches('/').split_once('/') {
                 Some((owner, name))
                     if !owner.is_empty() && !name.is_empty() && !name.contains('/') =>
                 {
@@ -774,11 +817,12 @@ fn status_config(
                 _ => Err(ArgsError::ForgeRepo {
                     backend: name,
                     value: repo.clone(),
+                    form,
                 }),
             };
             match kind {
                 StatusBackendKind::GitHub => {
-                    let (owner, name) = owner_repo()?;
+                    let (owner, name) = owner_repo("OWNER/REPO")?;
                     let config = GitHubConfig::new(owner, name, token_file);
                     StatusBackendConfig::GitHub(match url {
                         Some(u) => config.with_api_url(u),
@@ -790,8 +834,34 @@ fn status_config(
                     project: GitLabProject::parse(&repo),
                     token_file,
                 }),
+                StatusBackendKind::BitbucketCloud => {
+                    let (workspace, name) = owner_repo("WORKSPACE/REPO")?;
+                    let config = BitbucketConfig::new(workspace, name, token_file);
+                    StatusBackendConfig::BitbucketCloud(match url {
+                        Some(api_url) => BitbucketConfig { api_url, ..config },
+                        None => config,
+                    })
+                }
+                StatusBackendKind::BitbucketDataCenter => {
+                    let (project, name) = owner_repo("PROJECTKEY/REPO")?;
+                    StatusBackendConfig::BitbucketDataCenter(BitbucketDataCenterConfig {
+                        url: url.ok_or_else(|| missing("--forge-url"))?,
+                        project,
+                        repo: name,
+                        token_file,
+                    })
+                }
+                StatusBackendKind::AzureDevOps => {
+                    let (project, name) = owner_repo("PROJECT/REPO")?;
+                    StatusBackendConfig::AzureDevOps(AzureDevOpsConfig {
+                        url: url.ok_or_else(|| missing("--forge-url"))?,
+                        project,
+                        repo: name,
+                        token_file,
+                    })
+                }
                 _ => {
-                    let (owner, name) = owner_repo()?;
+                    let (owner, name) = owner_repo("OWNER/REPO")?;
                     StatusBackendConfig::Gitea(GiteaConfig {
                         url: url.ok_or_else(|| missing("--forge-url"))?,
                         owner,
@@ -804,6 +874,9 @@ fn status_config(
     };
     if review && kind == StatusBackendKind::None {
         return Err(ArgsError::ReviewWithoutBackend);
+    }
+    if review && kind == StatusBackendKind::BitbucketCloud {
+        return Err(ArgsError::ReviewWithoutRefs { backend: name });
     }
     if comment && matches!(kind, StatusBackendKind::Notes | StatusBackendKind::None) {
         return Err(ArgsError::CommentWithoutForge { backend: name });
@@ -1034,6 +1107,120 @@ mod tests {
             "--comment requires --review"
         );
         assert!(config(&["--status-backend", "bitbucket"]).is_err());
+    }
+
+    #[test]
+    fn bitbucket_and_azure_devops_options() {
+        let dir = tempfile::tempdir().unwrap();
+        let token = dir.path().join("forge-token");
+        std::fs::write(&token, "t0k3n\n").unwrap();
+        let token = token.to_str().unwrap();
+        let config = |args: &[&str]| {
+            let mut all = vec![
+                "--repo-url",
+                "file:///srv/repo",
+                "--forge-token-file",
+                token,
+            ];
+            all.extend_from_slice(args);
+            parse(&all).map(|a| a.into_config())
+        };
+        let err = |args: &[&str]| config(args).unwrap().unwrap_err().to_string();
+
+        let c = config(&[
+            "--status-backend",
+            "bitbucket-cloud",
+            "--forge-repo",
+            "acme/fleet",
+        ])
+        .unwrap()
+        .unwrap();
+        let StatusBackendConfig::BitbucketCloud(bb) = &c.status.backend else {
+            panic!("{:?}", c.status.backend)
+        };
+        assert_eq!(
+            (bb.api_url.as_str(), bb.workspace.as_str(), bb.repo.as_str()),
+            ("https://api.bitbucket.org/2.0", "acme", "fleet")
+        );
+        assert!(c.status.backend.review_refspecs().is_empty());
+        assert_eq!(
+            err(&[
+                "--status-backend",
+                "bitbucket-cloud",
+                "--forge-repo",
+                "acme/fleet",
+                "--review"
+            ]),
+            "--review cannot work with bitbucket-cloud: Bitbucket Cloud publishes no \
+             pull-request refs to fetch heads from (statuses on the branch's commits work)"
+        );
+
+        let dc = [
+            "--status-backend",
+            "bitbucket-server",
+            "--forge-repo",
+            "OPS/fleet",
+            "--review",
+            "--comment",
+        ];
+        assert_eq!(
+            err(&dc),
+            "--status-backend bitbucket-datacenter needs --forge-url"
+        );
+        let c = config(
+            &[
+                &dc[..],
+                &["--forge-url", "https://git.example.com/bitbucket"],
+            ]
+            .concat(),
+        )
+        .unwrap()
+        .unwrap();
+        let StatusBackendConfig::BitbucketDataCenter(bb) = &c.status.backend else {
+            panic!("{:?}", c.status.backend)
+        };
+        assert_eq!(
+            (bb.url.as_str(), bb.project.as_str(), bb.repo.as_str()),
+            ("https://git.example.com/bitbucket", "OPS", "fleet")
+        );
+        assert_eq!(
+            c.status.backend.review_refspecs(),
+            ["+refs/pull-requests/*/from:refs/pull-requests/*/from"]
+        );
+
+        let c = config(&[
+            "--status-backend",
+            "azure-devops",
+            "--forge-url",
+            "https://dev.azure.com/acme",
+            "--forge-repo",
+            "Platform/fleet",
+            "--review",
+        ])
+        .unwrap()
+        .unwrap();
+        let StatusBackendConfig::AzureDevOps(az) = &c.status.backend else {
+            panic!("{:?}", c.status.backend)
+        };
+        assert_eq!(
+            (az.url.as_str(), az.project.as_str(), az.repo.as_str()),
+            ("https://dev.azure.com/acme", "Platform", "fleet")
+        );
+        assert_eq!(
+            c.status.backend.review_refspecs(),
+            ["+refs/pull/*/merge:refs/pull/*/merge"]
+        );
+        assert_eq!(
+            err(&[
+                "--status-backend",
+                "azure-devops",
+                "--forge-url",
+                "https://dev.azure.com/acme",
+                "--forge-repo",
+                "acme/Platform/fleet",
+            ]),
+            "--forge-repo \"acme/Platform/fleet\": azure-devops wants PROJECT/REPO"
+        );
     }
 
     #[test]

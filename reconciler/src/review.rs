@@ -6,7 +6,10 @@
 //!
 //! - **Which heads.** The git source fetches the forge's pull-request refs alongside the
 //!   branch ([`PULL_REFSPEC`](crate::status::PULL_REFSPEC) on GitHub and Gitea,
-//!   [`MERGE_REQUEST_REFSPEC`](crate::status::MERGE_REQUEST_REFSPEC) on GitLab).
+//!   [`MERGE_REQUEST_REFSPEC`](crate::status::MERGE_REQUEST_REFSPEC) on GitLab,
+//!   [`BITBUCKET_PULL_REFSPEC`](crate::status::BITBUCKET_PULL_REFSPEC) on Bitbucket
+//!   Data Center, [`AZURE_PULL_REFSPEC`](crate::status::AZURE_PULL_REFSPEC), the merge,
+//!   on Azure DevOps; Bitbucket Cloud publishes none).
 //!   A head is reviewed when its ref is new or points at another commit than when it was
 //!   last reviewed; the memory of what was reviewed is in memory only, so a restart
 //!   reviews every head once more (the status writer sends nothing the forge already
@@ -48,13 +51,21 @@ use crate::render::{RenderOptions, RenderedRepo, RepoError, render_repo};
 use crate::state::SyncState;
 use crate::status::{CommitStatus, PLAN_CONTEXT, StatusState, StatusWriter, count_delivery};
 
-/// The pull- or merge-request number of a head ref: `refs/pull/7/head` and
-/// `refs/merge-requests/7/head` are 7. Any other ref is not a request head.
+/// The pull- or merge-request number of a head ref: `refs/pull/7/head` (GitHub, Gitea),
+/// `refs/merge-requests/7/head` (GitLab), `refs/pull-requests/7/from` (Bitbucket Data
+/// Center) and `refs/pull/7/merge` (Azure DevOps, which publishes only the merge) are 7.
+/// Any other ref is not a request head. Only the refs of the configured forge are
+/// fetched ([`review_refspecs`](crate::status::StatusBackendConfig::review_refspecs)),
+/// so GitHub's `refs/pull/7/merge` never reaches here.
 pub fn request_number(refname: &str) -> Option<u64> {
-    let rest = refname
-        .strip_prefix("refs/pull/")
-        .or_else(|| refname.strip_prefix("refs/merge-requests/"))?;
-    let number = rest.strip_suffix("/head")?;
+    let number = [
+        ("refs/pull/", "/head"),
+        ("refs/merge-requests/", "/head"),
+        ("refs/pull-requests/", "/from"),
+        ("refs/pull/", "/merge"),
+    ]
+    .iter()
+    .find_map(|(prefix, suffix)| refname.strip_prefix(prefix)?.strip_suffix(suffix))?;
     if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
@@ -465,7 +476,10 @@ mod tests {
     fn request_numbers_come_from_head_refs_only() {
         assert_eq!(request_number("refs/pull/7/head"), Some(7));
         assert_eq!(request_number("refs/merge-requests/123/head"), Some(123));
-        assert_eq!(request_number("refs/pull/7/merge"), None);
+        assert_eq!(request_number("refs/pull-requests/12/from"), Some(12));
+        assert_eq!(request_number("refs/pull/7/merge"), Some(7));
+        assert_eq!(request_number("refs/pull-requests/12/merge"), None);
+        assert_eq!(request_number("refs/pull/7/from"), None);
         assert_eq!(request_number("refs/pull//head"), None);
         assert_eq!(request_number("refs/pull/x7/head"), None);
         assert_eq!(request_number("refs/heads/main"), None);

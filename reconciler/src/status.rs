@@ -8,6 +8,10 @@
 //! - [`GitHub`] (`api.github.com` or GitHub Enterprise `/api/v3`) and [`Gitea`] (and
 //!   Forgejo): one REST client, the two APIs' differences as data;
 //! - [`GitLab`]: the commit status API (project id or path);
+//! - [`Bitbucket`] (Cloud) and [`BitbucketDataCenter`]: build statuses, keyed by a
+//!   context fitted to the forge's key limit;
+//! - [`AzureDevOps`]: commit statuses with a `genre/name` context, comments as
+//!   pull-request threads;
 //! - [`Notes`]: git notes on `refs/notes/kubelet-gitops` in the config repository itself,
 //!   pushed to its remote when the remote accepts pushes (the embedded default);
 //! - [`Recorder`]: keeps what it is given, for tests of the code that posts.
@@ -28,7 +32,10 @@
 //! restart) and never logged: [`Secret`] has a redacted `Debug` and no `Display`.
 
 pub mod aggregate;
+mod azure;
 mod backend;
+mod bitbucket;
+mod bitbucket_dc;
 mod commit;
 mod config;
 pub mod describe;
@@ -44,12 +51,18 @@ mod token;
 mod writer;
 
 pub use aggregate::{Summary, invalid_commit_status, pool_status, summary_status};
+pub use azure::{AzureDevOps, AzureDevOpsConfig};
 pub use backend::{Backend, CommentOutcome};
+pub use bitbucket::{BITBUCKET_API, Bitbucket, BitbucketConfig};
+pub use bitbucket_dc::{BitbucketDataCenter, BitbucketDataCenterConfig};
 pub use commit::{
-    CONTEXT, CommitStatus, PLAN_CONTEXT, PLAN_MARKER, StatusState, pool_context,
+    CONTEXT, CommitStatus, PLAN_CONTEXT, PLAN_MARKER, StatusState, fit_key, pool_context,
     truncate_description,
 };
-pub use config::{MERGE_REQUEST_REFSPEC, PULL_REFSPEC, StatusBackendConfig, StatusConfig};
+pub use config::{
+    AZURE_PULL_REFSPEC, BITBUCKET_PULL_REFSPEC, MERGE_REQUEST_REFSPEC, PULL_REFSPEC,
+    StatusBackendConfig, StatusConfig,
+};
 pub use error::StatusError;
 pub use forge::{GitHub, GitHubConfig, Gitea, GiteaConfig};
 pub use gitlab::{GitLab, GitLabConfig, GitLabProject};

@@ -1,6 +1,9 @@
 //! [`Backend`]: where statuses and comments go, one forge (or git notes, or a recorder)
 //! behind one interface for the writer.
 
+use super::azure::{self, AzureDevOps};
+use super::bitbucket::{self, Bitbucket};
+use super::bitbucket_dc::{self, BitbucketDataCenter};
 use super::commit::{CommitStatus, PLAN_MARKER};
 use super::error::StatusError;
 use super::forge::{GitHub, Gitea};
@@ -30,6 +33,9 @@ pub enum Backend {
     GitHub(GitHub),
     GitLab(GitLab),
     Gitea(Gitea),
+    BitbucketCloud(Bitbucket),
+    BitbucketDataCenter(BitbucketDataCenter),
+    AzureDevOps(AzureDevOps),
     Notes(Notes),
     Recorder(Recorder),
 }
@@ -40,6 +46,9 @@ impl Backend {
         match self {
             Backend::GitHub(GitHub(c)) | Backend::Gitea(Gitea(c)) => c.dialect.name,
             Backend::GitLab(_) => "GitLab",
+            Backend::BitbucketCloud(_) => "Bitbucket Cloud",
+            Backend::BitbucketDataCenter(_) => "Bitbucket Data Center",
+            Backend::AzureDevOps(_) => "Azure DevOps",
             Backend::Notes(_) => "git notes",
             Backend::Recorder(_) => "recorder",
         }
@@ -50,6 +59,9 @@ impl Backend {
         match self {
             Backend::GitHub(GitHub(c)) | Backend::Gitea(Gitea(c)) => c.dialect.description_limit,
             Backend::GitLab(_) => gitlab::DESCRIPTION_LIMIT,
+            Backend::BitbucketCloud(_) => bitbucket::DESCRIPTION_LIMIT,
+            Backend::BitbucketDataCenter(_) => bitbucket_dc::DESCRIPTION_LIMIT,
+            Backend::AzureDevOps(_) => azure::DESCRIPTION_LIMIT,
             Backend::Notes(_) => notes::DESCRIPTION_LIMIT,
             Backend::Recorder(r) => r.description_limit,
         }
@@ -60,6 +72,9 @@ impl Backend {
         match self {
             Backend::GitHub(GitHub(c)) | Backend::Gitea(Gitea(c)) => Some(c.token_file()),
             Backend::GitLab(b) => Some(b.token_file()),
+            Backend::BitbucketCloud(b) => Some(b.token_file()),
+            Backend::BitbucketDataCenter(b) => Some(b.token_file()),
+            Backend::AzureDevOps(b) => Some(b.token_file()),
             Backend::Notes(_) | Backend::Recorder(_) => None,
         }
     }
@@ -77,6 +92,9 @@ impl Backend {
         match self {
             Backend::GitHub(GitHub(c)) | Backend::Gitea(Gitea(c)) => Ok(c.dialect.comment_limit),
             Backend::GitLab(_) => Ok(gitlab::COMMENT_LIMIT),
+            Backend::BitbucketCloud(_) => Ok(bitbucket::COMMENT_LIMIT),
+            Backend::BitbucketDataCenter(_) => Ok(bitbucket_dc::COMMENT_LIMIT),
+            Backend::AzureDevOps(_) => Ok(azure::COMMENT_LIMIT),
             Backend::Recorder(_) => Ok(usize::MAX),
             Backend::Notes(_) => Err(StatusError::CommentsUnsupported {
                 backend: self.name(),
@@ -88,6 +106,9 @@ impl Backend {
         match self {
             Backend::GitHub(GitHub(c)) | Backend::Gitea(Gitea(c)) => c.post_status(status).await,
             Backend::GitLab(b) => b.post_status(status).await,
+            Backend::BitbucketCloud(b) => b.post_status(status).await,
+            Backend::BitbucketDataCenter(b) => b.post_status(status).await,
+            Backend::AzureDevOps(b) => b.post_status(status).await,
             Backend::Notes(b) => b.post_status(status).await,
             Backend::Recorder(b) => b.post_status(status),
         }
@@ -106,6 +127,9 @@ impl Backend {
                 c.find_comment(pr, PLAN_MARKER).await?
             }
             Backend::GitLab(b) => b.find_comment(pr, PLAN_MARKER).await?,
+            Backend::BitbucketCloud(b) => b.find_comment(pr, PLAN_MARKER).await?,
+            Backend::BitbucketDataCenter(b) => b.find_comment(pr, PLAN_MARKER).await?,
+            Backend::AzureDevOps(b) => b.find_comment(pr, PLAN_MARKER).await?,
             Backend::Recorder(b) => b.find_comment(pr)?,
             Backend::Notes(_) => {
                 return Err(StatusError::CommentsUnsupported {
@@ -121,6 +145,9 @@ impl Backend {
                         c.update_comment(id, body).await?
                     }
                     Backend::GitLab(b) => b.update_comment(pr, id, body).await?,
+                    Backend::BitbucketCloud(b) => b.update_comment(pr, id, body).await?,
+                    Backend::BitbucketDataCenter(b) => b.update_comment(pr, id, body).await?,
+                    Backend::AzureDevOps(b) => b.update_comment(pr, id, body).await?,
                     Backend::Recorder(b) => b.update_comment(pr, id, body)?,
                     Backend::Notes(_) => {}
                 }
@@ -132,6 +159,9 @@ impl Backend {
                         c.create_comment(pr, body).await?
                     }
                     Backend::GitLab(b) => b.create_comment(pr, body).await?,
+                    Backend::BitbucketCloud(b) => b.create_comment(pr, body).await?,
+                    Backend::BitbucketDataCenter(b) => b.create_comment(pr, body).await?,
+                    Backend::AzureDevOps(b) => b.create_comment(pr, body).await?,
                     Backend::Recorder(b) => b.create_comment(pr, body)?,
                     Backend::Notes(_) => 0,
                 };
@@ -146,7 +176,12 @@ impl Backend {
         match self {
             Backend::Notes(_) => true,
             Backend::Recorder(r) => r.batching,
-            Backend::GitHub(_) | Backend::GitLab(_) | Backend::Gitea(_) => false,
+            Backend::GitHub(_)
+            | Backend::GitLab(_)
+            | Backend::Gitea(_)
+            | Backend::BitbucketCloud(_)
+            | Backend::BitbucketDataCenter(_)
+            | Backend::AzureDevOps(_) => false,
         }
     }
 
@@ -158,7 +193,12 @@ impl Backend {
         match self {
             Backend::Notes(b) => b.post_statuses(statuses).await,
             Backend::Recorder(b) => b.post_batch(statuses),
-            Backend::GitHub(_) | Backend::GitLab(_) | Backend::Gitea(_) => {
+            Backend::GitHub(_)
+            | Backend::GitLab(_)
+            | Backend::Gitea(_)
+            | Backend::BitbucketCloud(_)
+            | Backend::BitbucketDataCenter(_)
+            | Backend::AzureDevOps(_) => {
                 let mut results = Vec::with_capacity(statuses.len());
                 for status in statuses {
                     results.push(self.send(status).await);

@@ -4,6 +4,7 @@
 use std::fmt;
 
 use kubelet_gitops_core::message::{self, Limit};
+use sha2::Digest;
 
 /// The context of the summary status, and the prefix of every pool's context.
 pub const CONTEXT: &str = "kubelet-gitops";
@@ -107,6 +108,32 @@ pub fn truncate_description(text: &str, limit: usize) -> String {
     message::truncate(text, Limit::Chars(limit), "…")
 }
 
+/// How many hex digits of the context's SHA-256 a shortened key ends with.
+const KEY_HASH_DIGITS: usize = 12;
+
+/// `context` made to fit a forge whose status key holds at most `limit` characters
+/// (Bitbucket Cloud: 40). A context that fits is the key as it is; a longer one keeps its
+/// first characters and ends with `~` and the first 12 hex digits of its SHA-256
+/// (`kubelet-gitops/a-very-long-p~1f3a9c0d2b7e`): the same context gives the same key on
+/// every run and every replica, and, since `~` appears in no context of ours (pool names
+/// are DNS labels), a shortened key is never the key of another, unshortened context.
+pub fn fit_key(context: &str, limit: usize) -> String {
+    if context.chars().count() <= limit {
+        return context.to_string();
+    }
+    let digest = sha2::Sha256::digest(context.as_bytes());
+    let hex: String = digest
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<String>()
+        .chars()
+        .take(KEY_HASH_DIGITS)
+        .collect();
+    let keep = limit.saturating_sub(KEY_HASH_DIGITS + 1);
+    let prefix: String = context.chars().take(keep).collect();
+    format!("{prefix}~{hex}")
+}
+
 /// A full commit id: 40 (SHA-1) or 64 (SHA-256) hex digits.
 pub(crate) fn is_commit_id(sha: &str) -> bool {
     (sha.len() == 40 || sha.len() == 64) && sha.bytes().all(|b| b.is_ascii_hexdigit())
@@ -161,6 +188,23 @@ mod tests {
                 StatusState::Error
             ]
         );
+    }
+
+    #[test]
+    fn keys_fit_the_limit_deterministically() {
+        assert_eq!(fit_key("kubelet-gitops/gpu", 40), "kubelet-gitops/gpu");
+        let exact = format!("kubelet-gitops/{}", "p".repeat(25));
+        assert_eq!(fit_key(&exact, 40), exact);
+        let long = format!("kubelet-gitops/{}", "high-memory-".repeat(5));
+        let key = fit_key(&long, 40);
+        assert_eq!(key.chars().count(), 40, "{key}");
+        assert!(key.starts_with("kubelet-gitops/high-"), "{key}");
+        assert_eq!(key.split_once('~').unwrap().1.len(), 12, "{key}");
+        assert_eq!(fit_key(&long, 40), key, "the same context, the same key");
+        // Two long contexts with the same first characters differ in their hash.
+        let other = format!("{long}x");
+        assert_ne!(fit_key(&other, 40), key);
+        assert_eq!(fit_key(&other, 40)[..27], key[..27]);
     }
 
     #[test]

@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use kubelet_gitops_core::message::error_chain;
 
+use super::azure::{AzureDevOps, AzureDevOpsConfig};
 use super::backend::Backend;
+use super::bitbucket::{Bitbucket, BitbucketConfig};
+use super::bitbucket_dc::{BitbucketDataCenter, BitbucketDataCenterConfig};
 use super::error::StatusError;
 use super::forge::{GitHub, GitHubConfig, Gitea, GiteaConfig};
 use super::gitlab::{GitLab, GitLabConfig};
@@ -20,6 +23,13 @@ use crate::metrics::Metrics;
 pub const PULL_REFSPEC: &str = "+refs/pull/*/head:refs/pull/*/head";
 /// Fetches GitLab's merge-request heads into the cache, under the same names.
 pub const MERGE_REQUEST_REFSPEC: &str = "+refs/merge-requests/*/head:refs/merge-requests/*/head";
+/// Fetches Bitbucket Data Center's pull-request heads (the source branch's commit) into
+/// the cache, under the same names.
+pub const BITBUCKET_PULL_REFSPEC: &str = "+refs/pull-requests/*/from:refs/pull-requests/*/from";
+/// Fetches Azure DevOps' pull-request refs into the cache, under the same names. Azure
+/// publishes no head ref, only the merge of the pull request into its target, which it
+/// computes itself: that merge is what is reviewed.
+pub const AZURE_PULL_REFSPEC: &str = "+refs/pull/*/merge:refs/pull/*/merge";
 
 /// Where commit statuses go.
 #[derive(Debug, Clone)]
@@ -35,6 +45,12 @@ pub enum StatusBackendConfig {
     GitLab(GitLabConfig),
     /// Gitea or Forgejo commit statuses.
     Gitea(GiteaConfig),
+    /// Bitbucket Cloud build statuses.
+    BitbucketCloud(BitbucketConfig),
+    /// Bitbucket Data Center (or Server) build statuses.
+    BitbucketDataCenter(BitbucketDataCenterConfig),
+    /// Azure DevOps commit statuses.
+    AzureDevOps(AzureDevOpsConfig),
     /// A backend built by the caller (tests: a [`Recorder`](super::Recorder)).
     Custom(Backend),
 }
@@ -48,16 +64,24 @@ impl StatusBackendConfig {
             StatusBackendConfig::GitHub(_) => "GitHub",
             StatusBackendConfig::GitLab(_) => "GitLab",
             StatusBackendConfig::Gitea(_) => "Gitea",
+            StatusBackendConfig::BitbucketCloud(_) => "Bitbucket Cloud",
+            StatusBackendConfig::BitbucketDataCenter(_) => "Bitbucket Data Center",
+            StatusBackendConfig::AzureDevOps(_) => "Azure DevOps",
             StatusBackendConfig::Custom(b) => b.name(),
         }
     }
 
     /// The refspecs that fetch this forge's pull-request heads for review: GitHub and
     /// Gitea keep them under `refs/pull/<n>/head`, GitLab under
-    /// `refs/merge-requests/<n>/head`; for git notes (any host), both.
+    /// `refs/merge-requests/<n>/head`, Bitbucket Data Center under
+    /// `refs/pull-requests/<n>/from`, Azure DevOps only the merge, `refs/pull/<n>/merge`;
+    /// for git notes (any host), GitHub's and GitLab's. Bitbucket Cloud publishes no
+    /// pull-request refs: none (`run` refuses `--review` with it).
     pub fn review_refspecs(&self) -> Vec<String> {
         let refspecs: &[&str] = match self {
-            StatusBackendConfig::None => &[],
+            StatusBackendConfig::None | StatusBackendConfig::BitbucketCloud(_) => &[],
+            StatusBackendConfig::BitbucketDataCenter(_) => &[BITBUCKET_PULL_REFSPEC],
+            StatusBackendConfig::AzureDevOps(_) => &[AZURE_PULL_REFSPEC],
             StatusBackendConfig::GitHub(_) | StatusBackendConfig::Gitea(_) => &[PULL_REFSPEC],
             StatusBackendConfig::GitLab(_) => &[MERGE_REQUEST_REFSPEC],
             StatusBackendConfig::Notes | StatusBackendConfig::Custom(_) => {
@@ -131,6 +155,15 @@ impl StatusConfig {
             StatusBackendConfig::GitHub(c) => Backend::GitHub(GitHub::new(c.clone())?),
             StatusBackendConfig::GitLab(c) => Backend::GitLab(GitLab::new(c.clone())?),
             StatusBackendConfig::Gitea(c) => Backend::Gitea(Gitea::new(c.clone())?),
+            StatusBackendConfig::BitbucketCloud(c) => {
+                Backend::BitbucketCloud(Bitbucket::new(c.clone())?)
+            }
+            StatusBackendConfig::BitbucketDataCenter(c) => {
+                Backend::BitbucketDataCenter(BitbucketDataCenter::new(c.clone())?)
+            }
+            StatusBackendConfig::AzureDevOps(c) => {
+                Backend::AzureDevOps(AzureDevOps::new(c.clone())?)
+            }
             StatusBackendConfig::Custom(b) => b.clone(),
             StatusBackendConfig::Notes => {
                 let git = git.clone();

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderName, HeaderValue};
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderName, HeaderValue};
 use reqwest::{Client, Method};
 use serde::de::DeserializeOwned;
 use tracing::debug;
@@ -12,7 +12,7 @@ use tracing::debug;
 use super::commit::{CommitStatus, is_commit_id, truncate_description};
 use super::error::StatusError;
 use super::retry::{classify, requested_wait};
-use super::token::Secret;
+use super::token::{Secret, TokenFile};
 
 /// Sent with every request; GitHub refuses requests without a User-Agent.
 const USER_AGENT: &str = concat!("kubelet-gitops/", env!("CARGO_PKG_VERSION"));
@@ -20,6 +20,8 @@ const USER_AGENT: &str = concat!("kubelet-gitops/", env!("CARGO_PKG_VERSION"));
 /// A forge answer with a 2xx status.
 #[derive(Debug)]
 pub(crate) struct Answer {
+    /// The HTTP status (Azure DevOps answers a refused token with a 203 sign-in page).
+    pub status: u16,
     pub body: Vec<u8>,
 }
 
@@ -95,7 +97,7 @@ impl Http {
         let body = response.bytes().await.map_err(transport)?.to_vec();
         debug!(forge, method = method_name, url, status, "forge answered");
         if (200..300).contains(&status) {
-            return Ok(Answer { body });
+            return Ok(Answer { status, body });
         }
         let message = error_message(status, &body);
         Err(StatusError::Rejected {
@@ -107,6 +109,28 @@ impl Http {
             message,
             retry_after: requested_wait(status, &headers, SystemTime::now()),
         })
+    }
+
+    /// [`send`](Self::send) with `Authorization: <scheme><credentials>`, which `auth`
+    /// derives from the token `token` holds now (Bitbucket's Bearer or Basic, Azure
+    /// DevOps' Basic).
+    pub async fn send_authorized(
+        &self,
+        method: Method,
+        url: &str,
+        token: &TokenFile,
+        auth: impl FnOnce(&Secret) -> (String, Secret),
+        body: Option<&serde_json::Value>,
+    ) -> Result<Answer, StatusError> {
+        let (scheme, credentials) = auth(&token.read(self.forge)?);
+        self.send(
+            method,
+            url,
+            (AUTHORIZATION, scheme, &credentials),
+            &[],
+            body,
+        )
+        .await
     }
 
     /// Decodes a 2xx answer's JSON body.
@@ -125,7 +149,7 @@ impl Http {
     }
 }
 
-fn method_name(method: &Method) -> &'static str {
+pub(crate) fn method_name(method: &Method) -> &'static str {
     match *method {
         Method::GET => "GET",
         Method::POST => "POST",
@@ -137,9 +161,10 @@ fn method_name(method: &Method) -> &'static str {
 }
 
 /// The forge's explanation of an error answer: the JSON `message` (GitHub, Gitea,
-/// GitLab; GitLab's may be an object of field errors) or `error` (GitLab's OAuth
-/// errors), with GitHub's `errors[].message`/`code` appended; otherwise the start of the
-/// body; otherwise the status's reason phrase.
+/// GitLab, Azure DevOps; GitLab's may be an object of field errors) or `error` (GitLab's
+/// OAuth errors; Bitbucket Cloud's `{"error": {"message"}}`), with `errors[].message`
+/// (GitHub, Bitbucket Data Center) or GitHub's `errors[].field`/`code` appended;
+/// otherwise the start of the body; otherwise the status's reason phrase.
 pub(crate) fn error_message(status: u16, body: &[u8]) -> String {
     if let Ok(json) = serde_json::from_slice::<serde_json::Value>(body) {
         let mut parts = Vec::new();
@@ -148,8 +173,14 @@ pub(crate) fn error_message(status: u16, body: &[u8]) -> String {
             Some(other @ serde_json::Value::Object(_)) => parts.push(other.to_string()),
             _ => {}
         }
-        if let Some(serde_json::Value::String(e)) = json.get("error") {
-            parts.push(e.clone());
+        match json.get("error") {
+            Some(serde_json::Value::String(e)) => parts.push(e.clone()),
+            Some(serde_json::Value::Object(e)) => {
+                if let Some(m) = e.get("message").and_then(|m| m.as_str()) {
+                    parts.push(m.to_string());
+                }
+            }
+            _ => {}
         }
         if let Some(serde_json::Value::Array(errors)) = json.get("errors") {
             for e in errors {
@@ -181,6 +212,18 @@ pub(crate) fn error_message(status: u16, body: &[u8]) -> String {
         .and_then(|s| s.canonical_reason())
         .unwrap_or("no message")
         .to_string()
+}
+
+/// The `Authorization` header of the Atlassian forges for a token file: `Basic` when the
+/// file holds `user:password` (a Bitbucket app password or API token with its user),
+/// otherwise `Bearer` (a repository, project or workspace access token; a Data Center
+/// HTTP access token). Returns the scheme and the credentials.
+pub(crate) fn bearer_or_basic(secret: &Secret) -> (String, Secret) {
+    if secret.expose().contains(':') {
+        ("Basic ".to_string(), secret.basic(""))
+    } else {
+        ("Bearer ".to_string(), secret.clone())
+    }
 }
 
 /// Percent-encodes one URL path segment: everything but RFC 3986 unreserved characters
@@ -270,6 +313,16 @@ mod tests {
         assert_eq!(
             error_message(401, br#"{"error":"invalid_token"}"#),
             "invalid_token"
+        );
+        let bitbucket = br#"{"type":"error","error":{"message":"key: Ensure this value has at most 40 characters (it has 48).","fields":{"key":["Ensure this value has at most 40 characters (it has 48)."]}}}"#;
+        assert_eq!(
+            error_message(400, bitbucket),
+            "key: Ensure this value has at most 40 characters (it has 48)."
+        );
+        let data_center = br#"{"errors":[{"context":null,"message":"Authentication failed. Please check your credentials and try again.","exceptionName":"com.atlassian.bitbucket.auth.IncorrectPasswordAuthenticationException"}]}"#;
+        assert_eq!(
+            error_message(401, data_center),
+            "Authentication failed. Please check your credentials and try again."
         );
         assert_eq!(
             error_message(502, b"<html>bad gateway</html>"),

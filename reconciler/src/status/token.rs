@@ -33,6 +33,19 @@ impl Secret {
     pub fn expose(&self) -> &str {
         &self.0
     }
+
+    /// The credentials of an `Authorization: Basic` header, base64-encoded: the secret
+    /// as it is when it holds a `user:password` pair, else `user` and the secret as the
+    /// password (Azure DevOps takes a personal access token with any user, even none).
+    pub(crate) fn basic(&self, user: &str) -> Secret {
+        use base64::Engine;
+        let pair = if self.0.contains(':') {
+            self.0.clone()
+        } else {
+            format!("{user}:{}", self.0)
+        };
+        Secret(base64::engine::general_purpose::STANDARD.encode(pair))
+    }
 }
 
 impl fmt::Debug for Secret {
@@ -79,6 +92,21 @@ mod tests {
         assert!(err.to_string().contains("empty"), "{err}");
         let missing = Secret::from_file(&dir.path().join("nope"), "GitHub").unwrap_err();
         assert!(missing.to_string().contains("nope"), "{missing}");
+    }
+
+    #[test]
+    fn basic_credentials() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        std::fs::write(&path, "jdoe:app-pa55\n").unwrap();
+        let pair = Secret::from_file(&path, "Bitbucket").unwrap();
+        // base64("jdoe:app-pa55")
+        assert_eq!(pair.basic("").expose(), "amRvZTphcHAtcGE1NQ==");
+        std::fs::write(&path, "pat\n").unwrap();
+        let pat = Secret::from_file(&path, "Azure DevOps").unwrap();
+        // base64(":pat")
+        assert_eq!(pat.basic("").expose(), "OnBhdA==");
+        assert_eq!(format!("{:?}", pat.basic("")), "Secret(<redacted>)");
     }
 
     #[test]

@@ -5,11 +5,14 @@ use std::path::PathBuf;
 use std::time::{Duration, UNIX_EPOCH};
 
 use crate::forge_support::{
-    Fault, ForgeServer, GITLAB_PROJECT_ID, GITLAB_PROJECT_PATH, Kind, OWNER, REPO,
+    AZURE_PROJECT, DC_PROJECT, Fault, ForgeServer, GITLAB_PROJECT_ID, GITLAB_PROJECT_PATH, Kind,
+    OWNER, REPO,
 };
 use reconciler::status::{
-    Backend, CommentOutcome, CommitStatus, Delivery, GitHub, GitHubConfig, GitLab, GitLabConfig,
-    GitLabProject, Gitea, GiteaConfig, PLAN_MARKER, RetryPolicy, StatusState, StatusWriter,
+    AzureDevOps, AzureDevOpsConfig, Backend, Bitbucket, BitbucketConfig, BitbucketDataCenter,
+    BitbucketDataCenterConfig, CommentOutcome, CommitStatus, Delivery, GitHub, GitHubConfig,
+    GitLab, GitLabConfig, GitLabProject, Gitea, GiteaConfig, PLAN_MARKER, RetryPolicy, StatusState,
+    StatusWriter,
 };
 
 const TOKEN: &str = "s3cr3t-t0ken-value";
@@ -71,6 +74,31 @@ fn backend(kind: Kind, base: &str, token_file: PathBuf) -> Backend {
             })
             .unwrap(),
         ),
+        Kind::BitbucketCloud => Backend::BitbucketCloud(
+            Bitbucket::new(BitbucketConfig {
+                api_url: base.to_string(),
+                ..BitbucketConfig::new(OWNER, REPO, token_file)
+            })
+            .unwrap(),
+        ),
+        Kind::BitbucketDataCenter => Backend::BitbucketDataCenter(
+            BitbucketDataCenter::new(BitbucketDataCenterConfig {
+                url: base.to_string(),
+                project: DC_PROJECT.to_string(),
+                repo: REPO.to_string(),
+                token_file,
+            })
+            .unwrap(),
+        ),
+        Kind::AzureDevOps => Backend::AzureDevOps(
+            AzureDevOps::new(AzureDevOpsConfig {
+                url: base.to_string(),
+                project: AZURE_PROJECT.to_string(),
+                repo: REPO.to_string(),
+                token_file,
+            })
+            .unwrap(),
+        ),
     }
 }
 
@@ -94,7 +122,14 @@ fn status(state: StatusState, description: &str) -> CommitStatus {
     CommitStatus::new(SHA, "kubelet-gitops/gpu", state, description)
 }
 
-const ALL: [Kind; 3] = [Kind::GitHub, Kind::GitLab, Kind::Gitea];
+const ALL: [Kind; 6] = [
+    Kind::GitHub,
+    Kind::GitLab,
+    Kind::Gitea,
+    Kind::BitbucketCloud,
+    Kind::BitbucketDataCenter,
+    Kind::AzureDevOps,
+];
 
 fn assert_clean(server: &ForgeServer) {
     let violations = server.violations();
@@ -253,7 +288,14 @@ async fn descriptions_are_cut_to_each_forge_limit() {
     // 300 characters, multi-byte ones included.
     let long = format!("node-7 rolled back: {}", "kubelet → unhealthy; ".repeat(14));
     assert!(long.chars().count() > 255);
-    for (kind, limit) in [(Kind::GitHub, 140), (Kind::GitLab, 255), (Kind::Gitea, 255)] {
+    for (kind, limit) in [
+        (Kind::GitHub, 140),
+        (Kind::GitLab, 255),
+        (Kind::Gitea, 255),
+        (Kind::BitbucketCloud, 255),
+        (Kind::BitbucketDataCenter, 255),
+        (Kind::AzureDevOps, 255),
+    ] {
         let s = setup(kind).await;
         assert!(
             matches!(
@@ -602,7 +644,8 @@ async fn retry_after_is_honoured() {
         );
         let requests = s.server.requests();
         assert_eq!(requests.len(), 2, "{kind:?}");
-        assert_eq!((requests[0].answer, requests[1].answer), (429, 201));
+        assert_eq!(requests[0].answer, 429, "{kind:?}");
+        assert!((200..300).contains(&requests[1].answer), "{kind:?}");
         let waited = requests[1].at.duration_since(requests[0].at);
         assert!(
             waited >= Duration::from_secs(1),
@@ -785,13 +828,19 @@ async fn plan_comments_are_created_then_updated_in_place() {
         (Kind::GitHub, 7, 150),
         (Kind::GitLab, 3, 120),
         (Kind::Gitea, 5, 4),
+        // Cloud: ours on the third page of `next` links; Data Center: two pages of
+        // activities searched before ours is created (then it comes first, newest);
+        // Azure DevOps: threads, a system one carrying the marker among them.
+        (Kind::BitbucketCloud, 11, 230),
+        (Kind::BitbucketDataCenter, 12, 130),
+        (Kind::AzureDevOps, 13, 4),
     ] {
         let s = setup(kind).await;
         // Someone else's comments come first; on GitHub and GitLab ours is then on
         // the second page.
         s.server
             .seed_comments(pr, (0..others).map(|i| format!("LGTM #{i}")));
-        if kind == Kind::GitLab {
+        if matches!(kind, Kind::GitLab | Kind::AzureDevOps) {
             s.server
                 .seed_system_note(pr, &format!("added 1 commit {PLAN_MARKER} (system)"));
         }
@@ -974,4 +1023,439 @@ impl Setup {
     fn requests_all_answered(&self, status: u16) -> bool {
         self.server.requests().iter().all(|r| r.answer == status)
     }
+}
+
+/// Bitbucket Cloud: our states as Bitbucket's, the context as `key` and `name`, the
+/// commit's page as the required `url`, and a status that replaces its key's.
+#[tokio::test]
+async fn bitbucket_cloud_maps_states_and_updates_each_key_in_place() {
+    let s = setup(Kind::BitbucketCloud).await;
+    let summary = CommitStatus::new(
+        SHA,
+        "kubelet-gitops",
+        StatusState::Error,
+        "pools/gpu.yaml:3: unknown field",
+    );
+    let round = [
+        status(StatusState::Pending, "rolling out: 1/3 nodes"),
+        summary.clone(),
+    ];
+    for d in s.writer.post_all(&round).await {
+        assert!(matches!(d, Delivery::Posted), "{d:?}");
+    }
+    let linked = status(StatusState::Success, "3/3 nodes")
+        .with_target_url("https://grafana.example.com/d/kubelet");
+    assert!(matches!(s.writer.post(&linked).await, Delivery::Posted));
+    let all = s.server.statuses();
+    let states: Vec<&str> = all.iter().map(|g| g.state.as_str()).collect();
+    assert_eq!(states, ["INPROGRESS", "FAILED", "SUCCESSFUL"]);
+    assert_eq!(all[0].name.as_deref(), Some("kubelet-gitops/gpu"));
+    assert_eq!(
+        all[0].target_url.as_deref(),
+        Some(format!("https://bitbucket.org/{OWNER}/{REPO}/commits/{SHA}").as_str()),
+        "no target URL: the commit's page, since Bitbucket requires one"
+    );
+    assert_eq!(
+        all[2].target_url.as_deref(),
+        Some("https://grafana.example.com/d/kubelet")
+    );
+    // What Bitbucket shows: one status per key, the newest.
+    let shown: Vec<(String, String)> = s
+        .server
+        .shown()
+        .into_iter()
+        .map(|g| (g.context, g.state))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            ("kubelet-gitops/gpu".to_string(), "SUCCESSFUL".to_string()),
+            ("kubelet-gitops".to_string(), "FAILED".to_string())
+        ]
+    );
+    assert_eq!(
+        s.server.requests()[0].path,
+        format!("/2.0/repositories/{OWNER}/{REPO}/commit/{SHA}/statuses/build")
+    );
+    assert_clean(&s.server);
+}
+
+/// A context longer than Bitbucket Cloud's 40-character key is shortened with a hash:
+/// the forge takes it (it refuses 41 characters, see the violations test), the same
+/// context keeps its key, and `name` shows it whole.
+#[tokio::test]
+async fn bitbucket_cloud_long_contexts_get_a_hashed_key_of_40() {
+    let s = setup(Kind::BitbucketCloud).await;
+    let pool = "gpu-a100-80gb-nvlink-west-europe-2";
+    let context = format!("kubelet-gitops/{pool}");
+    assert!(context.len() > 40);
+    let pending = CommitStatus::new(SHA, &context, StatusState::Pending, "1/2 nodes");
+    let done = CommitStatus::new(SHA, &context, StatusState::Success, "2/2 nodes");
+    let other = CommitStatus::new(
+        SHA,
+        format!("{context}-b"),
+        StatusState::Success,
+        "1/1 nodes",
+    );
+    for st in [&pending, &done, &other] {
+        assert!(matches!(s.writer.post(st).await, Delivery::Posted));
+    }
+    let all = s.server.statuses();
+    assert_eq!(all[0].context.chars().count(), 40, "{}", all[0].context);
+    assert!(all[0].context.starts_with("kubelet-gitops/gpu-a100-80"));
+    assert_eq!(
+        all[0].context, all[1].context,
+        "the same context, the same key"
+    );
+    assert_ne!(
+        all[2].context, all[0].context,
+        "another context, another key"
+    );
+    assert_eq!(all[0].name.as_deref(), Some(context.as_str()));
+    let shown = s.server.shown();
+    assert_eq!(shown.len(), 2, "{shown:?}");
+    assert_eq!(shown[0].state, "SUCCESSFUL");
+    assert_clean(&s.server);
+}
+
+/// Bitbucket Data Center under a context path, with a `user:password` token file sent
+/// as Basic; `error` is `FAILED`.
+#[tokio::test]
+async fn bitbucket_data_center_under_a_context_path_with_basic_auth() {
+    let server = ForgeServer::start(Kind::BitbucketDataCenter, "ci-bot:pa55w0rd").await;
+    let dir = tempfile::tempdir().unwrap();
+    let writer = StatusWriter::new(
+        backend(
+            Kind::BitbucketDataCenter,
+            &server.base_url(),
+            token_file(&dir, "ci-bot:pa55w0rd"),
+        ),
+        policy(),
+    );
+    let invalid = CommitStatus::new(
+        SHA,
+        "kubelet-gitops",
+        StatusState::Error,
+        "pools/gpu.yaml:12: unknown field maxPod",
+    );
+    assert!(matches!(writer.post(&invalid).await, Delivery::Posted));
+    assert!(matches!(
+        writer
+            .post(&status(StatusState::Pending, "canary: 1/4 nodes"))
+            .await,
+        Delivery::Posted
+    ));
+    let all = server.statuses();
+    let got: Vec<(&str, &str)> = all
+        .iter()
+        .map(|g| (g.context.as_str(), g.state.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("kubelet-gitops", "FAILED"),
+            ("kubelet-gitops/gpu", "INPROGRESS")
+        ]
+    );
+    assert_eq!(
+        all[0].target_url.as_deref(),
+        Some(
+            format!(
+                "{}/projects/{DC_PROJECT}/repos/{REPO}/commits/{SHA}",
+                server.base_url()
+            )
+            .as_str()
+        )
+    );
+    assert_eq!(
+        server.requests()[0].path,
+        format!(
+            "/bitbucket/rest/api/latest/projects/{DC_PROJECT}/repos/{REPO}/commits/{SHA}/builds"
+        )
+    );
+    assert!(server.requests().iter().all(|r| r.answer == 204));
+    assert_clean(&server);
+}
+
+/// Azure DevOps: `genre/name` contexts, its state names, `targetUrl`, `api-version`;
+/// every status is kept and the newest of a context is shown.
+#[tokio::test]
+async fn azure_devops_contexts_states_and_api_version() {
+    let s = setup(Kind::AzureDevOps).await;
+    let posts = [
+        status(StatusState::Pending, "rolling out: 1/3 nodes")
+            .with_target_url("https://grafana.example.com/d/kubelet"),
+        status(StatusState::Failure, "gpu-1 rolled back: kubelet unhealthy"),
+        CommitStatus::new(
+            SHA,
+            "kubelet-gitops",
+            StatusState::Error,
+            "pools/gpu.yaml:1: bad",
+        ),
+        CommitStatus::new(SHA, "kubelet-gitops/cpu", StatusState::Success, "2/2 nodes"),
+    ];
+    for st in &posts {
+        assert!(matches!(s.writer.post(st).await, Delivery::Posted));
+    }
+    let got: Vec<(String, String)> = s
+        .server
+        .statuses()
+        .into_iter()
+        .map(|g| (g.context, g.state))
+        .collect();
+    let want = [
+        ("kubelet-gitops/gpu", "pending"),
+        ("kubelet-gitops/gpu", "failed"),
+        ("kubelet-gitops", "error"),
+        ("kubelet-gitops/cpu", "succeeded"),
+    ];
+    assert_eq!(got, want.map(|(c, st)| (c.to_string(), st.to_string())));
+    assert_eq!(
+        s.server.statuses()[0].target_url.as_deref(),
+        Some("https://grafana.example.com/d/kubelet")
+    );
+    assert_eq!(s.server.shown().len(), 3);
+    assert_eq!(
+        s.server.requests()[0].path,
+        format!(
+            "/acme/{AZURE_PROJECT}/_apis/git/repositories/{REPO}/commits/{SHA}/statuses?api-version=7.1"
+        )
+    );
+    assert_clean(&s.server);
+}
+
+/// Azure DevOps may answer a token it does not take with 203 and its sign-in page: that
+/// is a refused token (held, queued), never a delivered status.
+#[tokio::test]
+async fn an_azure_sign_in_page_is_a_refused_token() {
+    let s = setup(Kind::AzureDevOps).await;
+    s.server.inject([Fault::AzureSignInPage]);
+    let st = status(StatusState::Success, "3/3 nodes");
+    let Delivery::Queued { reason } = s.writer.post(&st).await else {
+        panic!("a 203 sign-in page must not count as delivered");
+    };
+    assert!(reason.contains("203"), "{reason}");
+    assert!(reason.contains("token was not accepted"), "{reason}");
+    assert!(s.server.statuses().is_empty());
+    assert_eq!(s.writer.queued(), vec![st]);
+}
+
+/// The forges' own error answers reach the log and the caller clearly: Bitbucket Cloud's
+/// `{"error": {"message"}}`, Data Center's `errors[].message`, Azure's `message`.
+#[tokio::test]
+async fn bitbucket_and_azure_refusals_carry_the_forges_message() {
+    for kind in [
+        Kind::BitbucketCloud,
+        Kind::BitbucketDataCenter,
+        Kind::AzureDevOps,
+    ] {
+        let server = ForgeServer::start(kind, TOKEN).await;
+        let dir = tempfile::tempdir().unwrap();
+        let tokens = token_file(&dir, TOKEN);
+        // A repository the forge does not have.
+        let backend = match backend(kind, &server.base_url(), tokens.clone()) {
+            Backend::BitbucketCloud(_) => Backend::BitbucketCloud(
+                Bitbucket::new(BitbucketConfig {
+                    api_url: server.base_url(),
+                    ..BitbucketConfig::new(OWNER, "no-such-repo", tokens)
+                })
+                .unwrap(),
+            ),
+            Backend::BitbucketDataCenter(_) => Backend::BitbucketDataCenter(
+                BitbucketDataCenter::new(BitbucketDataCenterConfig {
+                    url: server.base_url(),
+                    project: DC_PROJECT.into(),
+                    repo: "no-such-repo".into(),
+                    token_file: tokens,
+                })
+                .unwrap(),
+            ),
+            _ => Backend::AzureDevOps(
+                AzureDevOps::new(AzureDevOpsConfig {
+                    url: server.base_url(),
+                    project: AZURE_PROJECT.into(),
+                    repo: "no-such-repo".into(),
+                    token_file: tokens,
+                })
+                .unwrap(),
+            ),
+        };
+        let writer = StatusWriter::new(backend, policy());
+        let Delivery::Rejected(error) = writer.post(&status(StatusState::Success, "1/1")).await
+        else {
+            panic!("{kind:?}: an unknown repository is refused for good");
+        };
+        assert_eq!(error.http_status(), Some(404), "{kind:?}");
+        assert!(
+            error
+                .to_string()
+                .contains(&format!("no such {kind:?} endpoint")),
+            "{kind:?}: {error}"
+        );
+        assert_eq!(server.requests().len(), 1, "{kind:?}: not retried");
+    }
+}
+
+/// Bitbucket Data Center refuses an edit at a stale version (409); the backend reads the
+/// comment's version before each edit, so edits after edits go through.
+#[tokio::test]
+async fn bitbucket_data_center_edits_at_the_current_version() {
+    let s = setup(Kind::BitbucketDataCenter).await;
+    let CommentOutcome::Created(id) = s.writer.comment(4, "plan v1").await.unwrap() else {
+        panic!("created first");
+    };
+    for n in 2..=4 {
+        assert_eq!(
+            s.writer.comment(4, &format!("plan v{n}")).await.unwrap(),
+            CommentOutcome::Updated(id)
+        );
+    }
+    assert_eq!(
+        s.server.comments(4),
+        [(id, format!("{PLAN_MARKER}\nplan v4"))]
+    );
+    let methods: Vec<(String, u16)> = s
+        .server
+        .requests()
+        .iter()
+        .map(|r| (r.method.clone(), r.answer))
+        .collect();
+    assert!(methods.iter().all(|(_, a)| *a < 300), "{methods:?}");
+    assert_eq!(methods.iter().filter(|(m, _)| m == "PUT").count(), 3);
+    assert_clean(&s.server);
+}
+
+/// The checking server catches what Bitbucket and Azure DevOps refuse.
+#[tokio::test]
+async fn the_test_forge_catches_bitbucket_and_azure_violations() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::builder().user_agent("t").build().unwrap();
+    let send = |server: &ForgeServer, url: String, auth: String, body: &str| {
+        client
+            .post(format!("{}{url}", server.base_url()))
+            .header("authorization", auth)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+    };
+    let cloud = ForgeServer::start(Kind::BitbucketCloud, TOKEN).await;
+    let path = format!("/repositories/{OWNER}/{REPO}/commit/{SHA}/statuses/build");
+    let bearer = format!("Bearer {TOKEN}");
+    let bad = [
+        format!(
+            r#"{{"key":"{}","state":"SUCCESSFUL","url":"https://x"}}"#,
+            "k".repeat(41)
+        ),
+        r#"{"key":"k","state":"SUCCESS","url":"https://x"}"#.to_string(),
+        r#"{"key":"k","state":"SUCCESSFUL"}"#.to_string(),
+        r#"{"key":"k","state":"SUCCESSFUL","url":"https://x","context":"c"}"#.to_string(),
+        format!(
+            r#"{{"key":"k","state":"FAILED","url":"https://x","description":"{}"}}"#,
+            "d".repeat(256)
+        ),
+    ];
+    for body in &bad {
+        let answer = send(&cloud, path.clone(), bearer.clone(), body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status().as_u16(), 400, "{body}");
+        let json: serde_json::Value =
+            serde_json::from_slice(&answer.bytes().await.unwrap()).unwrap();
+        assert!(json["error"]["message"].is_string(), "{json}");
+    }
+    // `token` is Gitea's scheme.
+    let answer = send(
+        &cloud,
+        path.clone(),
+        format!("token {TOKEN}"),
+        r#"{"key":"k","state":"FAILED","url":"https://x"}"#,
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(answer.status().as_u16(), 400);
+    let answer = send(
+        &cloud,
+        path.clone(),
+        bearer.clone(),
+        r#"{"key":"k","state":"FAILED","url":"https://x"}"#,
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(answer.status().as_u16(), 201);
+    assert_eq!(cloud.violations().len(), bad.len() + 1);
+    assert!(cloud.violations()[0].contains("at most 40 characters (it has 41)"));
+
+    let dc = ForgeServer::start(Kind::BitbucketDataCenter, TOKEN).await;
+    let path = format!("/rest/api/latest/projects/{DC_PROJECT}/repos/{REPO}/commits/{SHA}/builds");
+    for body in [
+        format!(
+            r#"{{"key":"k","state":"FAILED","url":"https://x","name":"{}"}}"#,
+            "n".repeat(256)
+        ),
+        format!(
+            r#"{{"key":"k","state":"FAILED","url":"https://x/{}"}}"#,
+            "u".repeat(450)
+        ),
+        r#"{"key":"k","state":"STOPPED","url":"https://x"}"#.to_string(),
+    ] {
+        let answer = send(&dc, path.clone(), bearer.clone(), &body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status().as_u16(), 400, "{body}");
+    }
+    assert_eq!(dc.violations().len(), 3);
+
+    let azure = ForgeServer::start(Kind::AzureDevOps, TOKEN).await;
+    let path = format!("/{AZURE_PROJECT}/_apis/git/repositories/{REPO}/commits/{SHA}/statuses");
+    let basic = format!("Basic {}", base64_pat(TOKEN));
+    let good = r#"{"state":"succeeded","context":{"name":"gpu","genre":"kubelet-gitops"}}"#;
+    for (url, auth, body) in [
+        (path.clone(), basic.clone(), good),
+        (format!("{path}?api-version=7.1"), bearer.clone(), good),
+        (
+            format!("{path}?api-version=7.1"),
+            basic.clone(),
+            r#"{"state":"success","context":{"name":"gpu"}}"#,
+        ),
+        (
+            format!("{path}?api-version=7.1"),
+            basic.clone(),
+            r#"{"state":"failed","context":"kubelet-gitops/gpu"}"#,
+        ),
+    ] {
+        let answer = send(&azure, url.clone(), auth, body).send().await.unwrap();
+        assert_eq!(answer.status().as_u16(), 400, "{url} {body}");
+    }
+    let answer = send(
+        &azure,
+        format!("{path}?api-version=7.1"),
+        basic.clone(),
+        good,
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(answer.status().as_u16(), 201);
+    assert_eq!(azure.violations().len(), 4);
+    // A wrong PAT is the forge's 401, not a violation.
+    let answer = send(
+        &azure,
+        format!("{path}?api-version=7.1"),
+        format!("Basic {}", base64_pat("nope")),
+        good,
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(answer.status().as_u16(), 401);
+    assert_eq!(azure.violations().len(), 4);
+}
+
+/// `:PAT`, base64-encoded, as Azure DevOps takes a personal access token.
+fn base64_pat(pat: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(format!(":{pat}"))
 }

@@ -20,6 +20,13 @@
 //!
 //! GitLab's refusal to move a status to the state it already has ("Cannot transition
 //! status via :run from :running", 400) is played too.
+//!
+//! Bitbucket Cloud (under `/2.0`), Bitbucket Data Center (under a `/bitbucket` context
+//! path) and Azure DevOps (under the organization `/acme`) are played by
+//! [`bitbucket_azure`], with the same recording, faults and violations.
+
+mod bitbucket_azure;
+pub use bitbucket_azure::{AZURE_PROJECT, DC_PROJECT};
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
@@ -46,6 +53,19 @@ pub enum Kind {
     GitHubEnterprise,
     GitLab,
     Gitea,
+    BitbucketCloud,
+    BitbucketDataCenter,
+    AzureDevOps,
+}
+
+impl Kind {
+    /// Served by [`bitbucket_azure`].
+    fn is_bitbucket_or_azure(self) -> bool {
+        matches!(
+            self,
+            Kind::BitbucketCloud | Kind::BitbucketDataCenter | Kind::AzureDevOps
+        )
+    }
 }
 
 /// How the next request is answered instead of normally.
@@ -68,13 +88,19 @@ pub enum Fault {
     TooManyRequests,
     /// The request is carried out, but the answer is lost (a 502 from a proxy).
     LostAnswer,
+    /// Azure DevOps' answer to a request it did not authenticate: 203 and its HTML
+    /// sign-in page.
+    AzureSignInPage,
 }
 
 /// A status the server accepted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordedStatus {
     pub sha: String,
+    /// The context (Bitbucket: the key; Azure DevOps: `genre/name`, or the name alone).
     pub context: String,
+    /// Bitbucket's `name`, shown instead of the key.
+    pub name: Option<String>,
     /// In the forge's terms (`running`, `failed`, ...).
     pub state: String,
     pub description: String,
@@ -104,6 +130,8 @@ struct Comment {
     id: u64,
     body: String,
     system: bool,
+    /// Bitbucket Data Center's edit counter.
+    version: u64,
 }
 
 #[derive(Debug)]
@@ -119,6 +147,8 @@ struct ServerState {
     comments: BTreeMap<u64, Vec<Comment>>,
     next_id: u64,
     resets: Vec<AnnouncedReset>,
+    /// `http://127.0.0.1:PORT`, for Bitbucket Cloud's absolute `next` links.
+    origin: String,
 }
 
 /// A running fake forge.
@@ -150,6 +180,7 @@ impl ForgeServer {
             comments: BTreeMap::new(),
             next_id: 1000,
             resets: Vec::new(),
+            origin: String::new(),
         }));
         let app = Router::new()
             .fallback(handle)
@@ -158,6 +189,7 @@ impl ForgeServer {
             .await
             .expect("bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("local addr");
+        state.lock().expect("forge state").origin = format!("http://{addr}");
         let task = tokio::spawn(async move {
             axum::serve(listener, app).await.expect("serve");
         });
@@ -175,6 +207,9 @@ impl ForgeServer {
     pub fn base_url(&self) -> String {
         match self.kind {
             Kind::GitHubEnterprise => format!("http://{}/api/v3", self.addr),
+            Kind::BitbucketCloud => format!("http://{}/2.0", self.addr),
+            Kind::BitbucketDataCenter => format!("http://{}/bitbucket", self.addr),
+            Kind::AzureDevOps => format!("http://{}/{}", self.addr, bitbucket_azure::AZURE_ORG),
             _ => format!("http://{}", self.addr),
         }
     }
@@ -182,6 +217,23 @@ impl ForgeServer {
     /// The statuses accepted, in arrival order.
     pub fn statuses(&self) -> Vec<RecordedStatus> {
         self.lock().statuses.clone()
+    }
+
+    /// What the forge shows: the newest status per commit and context, in the order the
+    /// contexts first appeared (Bitbucket replaces a key's status in place; Azure DevOps
+    /// and the others keep every status and show the newest).
+    pub fn shown(&self) -> Vec<RecordedStatus> {
+        let mut shown: Vec<RecordedStatus> = Vec::new();
+        for status in self.statuses() {
+            match shown
+                .iter_mut()
+                .find(|s| s.sha == status.sha && s.context == status.context)
+            {
+                Some(old) => *old = status,
+                None => shown.push(status),
+            }
+        }
+        shown
     }
 
     /// Every request seen, in arrival order.
@@ -325,6 +377,9 @@ impl ServerState {
         if let Err(answer) = auth {
             return answer;
         }
+        if self.kind.is_bitbucket_or_azure() {
+            return self.serve_bitbucket_azure(method, uri, json_body);
+        }
         match route(self.kind, method.as_str(), uri.path()) {
             Ok(endpoint) => self.endpoint(method, uri, endpoint, json_body),
             Err(problem) => self.violation(method, uri, vec![problem], 404),
@@ -374,6 +429,10 @@ impl ServerState {
                 )
             }
             Fault::TooManyRequests => plain(429, json!({"message": "Too Many Requests"})),
+            Fault::AzureSignInPage => plain(
+                203,
+                json!("<html><head><title>Azure DevOps Services | Sign In</title></head></html>"),
+            ),
             Fault::GitLabRateLimit { reset_in } => (
                 429,
                 headers(&[
@@ -405,6 +464,7 @@ impl ServerState {
         let text = format!("{method} {uri}: {}", problems.join("; "));
         self.violations.push(text.clone());
         let payload = match self.kind {
+            kind if kind.is_bitbucket_or_azure() => bitbucket_azure::error_body(kind, &text),
             Kind::GitHub | Kind::GitHubEnterprise if status == 422 => {
                 json!({"message": "Validation Failed", "errors": [{"message": text}]})
             }
@@ -425,10 +485,16 @@ impl ServerState {
         problems: &mut Vec<String>,
     ) -> Result<(), Answer> {
         let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        if self.kind.is_bitbucket_or_azure() {
+            return self.check_bitbucket_azure_auth(headers, problems);
+        }
         let (name, prefix) = match self.kind {
             Kind::GitHub | Kind::GitHubEnterprise => ("authorization", "Bearer "),
             Kind::GitLab => ("private-token", ""),
             Kind::Gitea => ("authorization", "token "),
+            Kind::BitbucketCloud | Kind::BitbucketDataCenter | Kind::AzureDevOps => {
+                unreachable!("checked by bitbucket_azure")
+            }
         };
         let presented = match get(name) {
             None => {
@@ -472,6 +538,9 @@ impl ServerState {
                 Kind::GitHub | Kind::GitHubEnterprise => "Bad credentials",
                 Kind::GitLab => "401 Unauthorized",
                 Kind::Gitea => "token is required",
+                Kind::BitbucketCloud | Kind::BitbucketDataCenter | Kind::AzureDevOps => {
+                    unreachable!("checked by bitbucket_azure")
+                }
             };
             return Err(plain(401, json!({"message": message})));
         }
@@ -619,6 +688,7 @@ impl ServerState {
         self.statuses.push(RecordedStatus {
             sha: sha.to_string(),
             context: text(context_field).unwrap_or_else(|| "default".to_string()),
+            name: None,
             state: text("state").unwrap_or_default(),
             description: text("description").unwrap_or_default(),
             target_url: text("target_url"),
@@ -685,10 +755,12 @@ impl ServerState {
     fn add_comment(&mut self, pr: u64, body: String, system: bool) -> u64 {
         self.next_id += 1;
         let id = self.next_id;
-        self.comments
-            .entry(pr)
-            .or_default()
-            .push(Comment { id, body, system });
+        self.comments.entry(pr).or_default().push(Comment {
+            id,
+            body,
+            system,
+            version: 0,
+        });
         id
     }
 
@@ -824,6 +896,9 @@ fn route<'a>(kind: Kind, method: &str, path: &'a str) -> Result<Endpoint<'a>, St
     let not_found = || format!("no such {} endpoint", Dialect::of(kind).name);
     let ours = |owner: &str, name: &str| owner == OWNER && name == REPO;
     match kind {
+        Kind::BitbucketCloud | Kind::BitbucketDataCenter | Kind::AzureDevOps => {
+            unreachable!("routed by bitbucket_azure")
+        }
         Kind::GitLab => {
             let rest = path
                 .strip_prefix("/api/v4/projects/")
@@ -946,6 +1021,9 @@ impl Dialect {
             Kind::GitHub | Kind::GitHubEnterprise => &GITHUB,
             Kind::GitLab => &GITLAB,
             Kind::Gitea => &GITEA,
+            Kind::BitbucketCloud | Kind::BitbucketDataCenter | Kind::AzureDevOps => {
+                unreachable!("served by bitbucket_azure")
+            }
         }
     }
 }
