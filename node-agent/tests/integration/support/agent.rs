@@ -317,6 +317,14 @@ impl Harness {
     /// `<namespace>/<name>`.
     pub async fn publish(&self, pool: &str, yaml: &str) -> String {
         let name = protocol::configmap_name(pool, yaml.as_bytes());
+        self.publish_named(&name, pool, yaml).await
+    }
+
+    /// Publishes `yaml` as the ConfigMap `name` of `pool`, whatever name its content would
+    /// have (a ConfigMap replaced behind the reconciler's back); returns
+    /// `<namespace>/<name>`.
+    pub async fn publish_named(&self, name: &str, pool: &str, yaml: &str) -> String {
+        let name = name.to_string();
         let cm = ConfigMap {
             metadata: ObjectMeta {
                 name: Some(name.clone()),
