@@ -36,10 +36,13 @@ pub(super) enum RenderFailure {
     Signature(SignatureRefusal),
 }
 
+/// What a signature refusal names as its "file" in a [`RepoError`].
+pub(super) const SIGNATURE_SUBJECT: &str = "commit signature";
+
 /// A signature refusal as the one problem of the rejected commit, for `/readyz` and the
 /// `error` commit status.
 fn signature_error(refusal: &SignatureRefusal) -> RepoError {
-    RepoError::new("commit signature", "", refusal.to_string())
+    RepoError::new(SIGNATURE_SUBJECT, "", refusal.to_string())
 }
 
 impl Controller {

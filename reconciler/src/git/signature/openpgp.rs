@@ -174,7 +174,7 @@ pub fn find_signer<'a>(
     let fingerprints = signature.issuer_fingerprint();
     let ids = signature.issuer_key_id();
     let named = |fp: &pgp::types::Fingerprint, id: KeyId| {
-        fingerprints.iter().any(|f| *f == fp) || (fingerprints.is_empty() && ids.contains(&&id))
+        fingerprints.contains(&fp) || (fingerprints.is_empty() && ids.contains(&&id))
     };
     for cert in keyring {
         let primary = &cert.cert.primary_key;
