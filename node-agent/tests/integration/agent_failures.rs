@@ -34,11 +34,7 @@ async fn wait_assigned(h: &Harness, what: &str, pred: impl Fn(&Value) -> bool) -
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_config_the_node_rejects_leaves_the_kubelet_alone_and_says_why() {
     let mut h = Harness::start().await;
-    let original = std::fs::read(h.config_file()).unwrap();
-    h.start_agent(&[]);
-    h.wait_node(|n| annotation(n, CURRENT_CONFIG) == Some("local"), "local")
-        .await;
-    let starts = h.sim.kubelet("w1").unwrap().state().starts;
+    let before = h.start_agent_on_local().await;
 
     let bad = h
         .publish(
@@ -60,16 +56,7 @@ async fn a_config_the_node_rejects_leaves_the_kubelet_alone_and_says_why() {
         (cond["status"].as_str(), cond["reason"].as_str()),
         (Some("False"), Some("Degraded"))
     );
-    assert_eq!(
-        std::fs::read(h.config_file()).unwrap(),
-        original,
-        "file untouched"
-    );
-    assert_eq!(
-        h.sim.kubelet("w1").unwrap().state().starts,
-        starts,
-        "kubelet untouched"
-    );
+    h.assert_untouched(&before);
 
     // A payload that does not decode is a load error, with the field and a suggestion.
     let typo = h.publish("general", &config_with("maxPod: 10\n")).await;
@@ -83,7 +70,7 @@ async fn a_config_the_node_rejects_leaves_the_kubelet_alone_and_says_why() {
     assert!(message.contains("maxPods"), "did-you-mean: {message:?}");
     h.wait_event("KubeletConfigRejected", "failed to load config")
         .await;
-    assert_eq!(std::fs::read(h.config_file()).unwrap(), original);
+    assert_eq!(std::fs::read(h.config_file()).unwrap(), before.original);
 
     // A ConfigMap that does not exist is a download failure, retried.
     let missing = "kubelet-gitops/kubelet-general-nothere";
@@ -111,11 +98,7 @@ async fn a_config_the_node_rejects_leaves_the_kubelet_alone_and_says_why() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_configmap_whose_content_is_not_the_one_its_name_was_derived_from_is_refused() {
     let mut h = Harness::start().await;
-    let original = std::fs::read(h.config_file()).unwrap();
-    h.start_agent(&[]);
-    h.wait_node(|n| annotation(n, CURRENT_CONFIG) == Some("local"), "local")
-        .await;
-    let starts = h.sim.kubelet("w1").unwrap().state().starts;
+    let before = h.start_agent_on_local().await;
 
     // A valid config, under the name of another valid config: the name promises content
     // the ConfigMap does not hold (replaced after the reconciler named it).
@@ -144,16 +127,7 @@ async fn a_configmap_whose_content_is_not_the_one_its_name_was_derived_from_is_r
     assert_eq!(annotation(&node, CURRENT_CONFIG), Some("local"));
     h.wait_event("KubeletConfigRejected", "does not hold the content")
         .await;
-    assert_eq!(
-        std::fs::read(h.config_file()).unwrap(),
-        original,
-        "file untouched"
-    );
-    assert_eq!(
-        h.sim.kubelet("w1").unwrap().state().starts,
-        starts,
-        "kubelet untouched"
-    );
+    h.assert_untouched(&before);
 
     // The same content under its own name applies: the check refuses only the mismatch.
     let honest = h.publish("general", &holds).await;

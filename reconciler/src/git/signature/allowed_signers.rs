@@ -194,7 +194,8 @@ fn dequote(value: &str, option: &str) -> Result<String, String> {
         .ok_or_else(|| format!("option {option:?}: the value must be in double quotes"))
 }
 
-/// `YYYYMMDD[Z]` or `YYYYMMDDHHMM[SS][Z]`, as UTC seconds since the Unix epoch.
+/// `YYYYMMDD[Z]` or `YYYYMMDDHHMM[SS][Z]`, as UTC seconds since the Unix epoch (from
+/// 1970 on: humantime checks the date, leap years included).
 pub(super) fn parse_time(value: &str) -> Result<i64, String> {
     let digits = value.strip_suffix(['Z', 'z']).unwrap_or(value);
     let bad = || {
@@ -203,36 +204,21 @@ pub(super) fn parse_time(value: &str) -> Result<i64, String> {
     if !digits.bytes().all(|b| b.is_ascii_digit()) || ![8, 12, 14].contains(&digits.len()) {
         return Err(bad());
     }
-    let num = |range: std::ops::Range<usize>| -> i64 {
-        digits
-            .get(range)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_default()
-    };
-    let (year, month, day) = (num(0..4), num(4..6), num(6..8));
-    let (hour, minute, second) = (num(8..10), num(10..12), num(12..14));
-    let days_in_month = match month {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        2 if year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) => 29,
-        2 => 28,
-        _ => 0,
-    };
-    if day < 1 || day > days_in_month || hour > 23 || minute > 59 || second > 59 {
-        return Err(bad());
-    }
-    Ok(days_from_civil(year, month, day) * 86_400 + hour * 3_600 + minute * 60 + second)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    let part = |range: std::ops::Range<usize>| digits.get(range).unwrap_or("00");
+    let rfc3339 = format!(
+        "{}-{}-{}T{}:{}:{}Z",
+        part(0..4),
+        part(4..6),
+        part(6..8),
+        part(8..10),
+        part(10..12),
+        part(12..14)
+    );
+    let time = humantime::parse_rfc3339(&rfc3339).map_err(|_| bad())?;
+    time.duration_since(std::time::UNIX_EPOCH)
+        .ok()
+        .and_then(|d| i64::try_from(d.as_secs()).ok())
+        .ok_or_else(bad)
 }
 
 /// Whether `name` matches the comma-separated pattern list `list` (ssh_config(5)
