@@ -72,6 +72,42 @@ pub fn kubelet_configmap_name(basename: &str, file_bytes: &[u8]) -> String {
     format!("{basename}-{suffix}")
 }
 
+/// A ConfigMap whose content is not the content its name was derived from: the
+/// suffix after the name's last `-` is not [`configmap_hash_suffix`] of the base name
+/// and the ConfigMap's `data` and `binaryData`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "ConfigMap {name} does not hold the content its name was derived from (that content \
+     would be named {expected}): it was changed or replaced after it was published"
+)]
+pub struct ContentNameMismatch {
+    /// The ConfigMap's name.
+    pub name: String,
+    /// The name its content would have: the base name and the content's suffix.
+    pub expected: String,
+}
+
+/// Checks that a ConfigMap named `name` holds what its name says: `name` must be
+/// `<base>-<suffix>` with `<suffix>` = [`configmap_hash_suffix`] of `<base>`, `data` and
+/// `binary_data` (every key, not only the kubelet's: anything added changes the hash).
+/// A name without a `-` cannot carry a suffix and never matches.
+pub fn check_content_name(
+    name: &str,
+    data: &BTreeMap<String, String>,
+    binary_data: &BTreeMap<String, Vec<u8>>,
+) -> Result<(), ContentNameMismatch> {
+    let base = name.rsplit_once('-').map_or(name, |(base, _)| base);
+    let expected = format!("{base}-{}", configmap_hash_suffix(base, data, binary_data));
+    if expected == name {
+        Ok(())
+    } else {
+        Err(ContentNameMismatch {
+            name: name.to_string(),
+            expected,
+        })
+    }
+}
+
 /// The exact bytes kubectl hashes: Go's `json.Marshal` of
 /// `{"binaryData"?: ..., "data": ..., "kind": "ConfigMap", "name": ...}`.
 fn encode_configmap(
@@ -219,6 +255,40 @@ mod tests {
 
     // Vectors from kubectl's own pkg/util/hash/hash_test.go (the cases whose Data is a
     // non-nil map, which is what `kubectl create configmap` always builds).
+    #[test]
+    fn a_configmap_holds_what_its_name_says_or_is_refused() {
+        let yaml =
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 64\n";
+        let name = kubelet_configmap_name("kubelet-gpu", yaml.as_bytes());
+        let good = data(&[(CONFIGMAP_KEY, yaml)]);
+        let none = BTreeMap::new();
+        assert_eq!(check_content_name(&name, &good, &none), Ok(()));
+
+        // The content changed under the name (one byte), or a key was added.
+        let changed = data(&[(CONFIGMAP_KEY, &yaml.replace("64", "65"))]);
+        let err = check_content_name(&name, &changed, &none).expect_err("changed");
+        assert_eq!(err.name, name);
+        assert_eq!(
+            err.expected,
+            kubelet_configmap_name("kubelet-gpu", yaml.replace("64", "65").as_bytes())
+        );
+        assert_ne!(err.expected, name);
+        assert!(err.to_string().contains(&err.expected), "{err}");
+        let added = data(&[(CONFIGMAP_KEY, yaml), ("extra", "x")]);
+        assert!(check_content_name(&name, &added, &none).is_err());
+        // The same bytes under binaryData are other content.
+        let binary = BTreeMap::from([(CONFIGMAP_KEY.to_string(), yaml.as_bytes().to_vec())]);
+        assert!(check_content_name(&name, &BTreeMap::new(), &binary).is_err());
+
+        // Another pool's name for the same content, a hand-made name, no suffix at all.
+        let other = kubelet_configmap_name("kubelet-cpu", yaml.as_bytes());
+        assert_ne!(other, name);
+        assert!(check_content_name(&other, &good, &none).is_ok());
+        assert!(check_content_name("kubelet-gpu-abcdefghij", &good, &none).is_err());
+        let err = check_content_name("kubelet", &good, &none).expect_err("no suffix");
+        assert!(err.expected.starts_with("kubelet-"), "{err}");
+    }
+
     #[test]
     fn upstream_hash_vectors() {
         let none = BTreeMap::new();

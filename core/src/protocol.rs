@@ -84,6 +84,10 @@ pub const SOURCE_COMMIT: &str = "kubelet-gitops.io/source-commit";
 pub const SOURCE_PATH: &str = "kubelet-gitops.io/source-path";
 /// ConfigMap annotation: the repository URL.
 pub const SOURCE_REPO: &str = "kubelet-gitops.io/source-repo";
+/// ConfigMap annotation: the fingerprint of the key that signed the source commit
+/// (`SHA256:...` for ssh, the OpenPGP fingerprint in hex), when the reconciler requires
+/// signed commits; absent otherwise.
+pub const SOURCE_SIGNING_KEY: &str = "kubelet-gitops.io/source-signing-key";
 
 /// The key of the rendered config in the ConfigMap.
 pub const CONFIGMAP_KEY: &str = crate::hash::CONFIGMAP_KEY;

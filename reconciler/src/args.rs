@@ -10,6 +10,9 @@ use clap::{Args, ValueEnum};
 use kubelet_gitops_core::names;
 
 use crate::controller::{KubeSource, RunConfig};
+use crate::git::signature::{
+    ALLOWED_SIGNERS_FLAG, SignaturePolicy, SignaturePolicyError, TRUSTED_KEYS_FLAG,
+};
 use crate::git::{GitAuth, GitConfig};
 use crate::leader::LeaseConfig;
 use crate::render::RenderOptions;
@@ -281,6 +284,44 @@ pub struct RunArgs {
     )]
     pub log: String,
 
+    /// Apply only commits signed by a trusted key (Flux's verify): the branch head's
+    /// signature (`git commit -S`, ssh or gpg) must verify against --allowed-signers or
+    /// --trusted-keys. An unsigned commit, one signed by a key not listed there, one whose
+    /// signature does not verify, or one made outside the key's valid-after/valid-before
+    /// window applies nothing: the last applied commit stays in force and the commit gets
+    /// an `error` status saying why. The key's fingerprint is recorded on each ConfigMap
+    /// published (annotation kubelet-gitops.io/source-signing-key).
+    #[arg(
+        long,
+        env = "KUBELET_GITOPS_REQUIRE_SIGNED_COMMITS",
+        help_heading = "Commit signatures"
+    )]
+    pub require_signed_commits: bool,
+
+    /// SSH signatures (gpg.format=ssh): git's allowed-signers file, the format of
+    /// `gpg.ssh.allowedSignersFile` (ssh-keygen(1) ALLOWED SIGNERS): `PRINCIPALS
+    /// [namespaces="git",valid-after="YYYYMMDD",valid-before="YYYYMMDD"] KEYTYPE BASE64KEY`
+    /// per line (times without Z are UTC). Read at start: a line that does not parse
+    /// stops `run`, naming it; restart to pick up a change.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "KUBELET_GITOPS_ALLOWED_SIGNERS",
+        help_heading = "Commit signatures"
+    )]
+    pub allowed_signers: Option<PathBuf>,
+
+    /// OpenPGP signatures (git's default gpg.format): the trusted public keys, ASCII-armored
+    /// (`gpg --export --armor KEYID... > FILE`; several blocks may be concatenated). A
+    /// signing subkey of a listed key is trusted through its binding. Read at start.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "KUBELET_GITOPS_TRUSTED_KEYS",
+        help_heading = "Commit signatures"
+    )]
+    pub trusted_keys: Option<PathBuf>,
+
     /// Fetch, render, publish and reconcile once, then exit (for CI and tests): exit 0 if
     /// the commit applied, 1 if it does not validate, 2 on any other failure. Posts the
     /// commit statuses of that one round; reviews nothing.
@@ -476,6 +517,15 @@ pub enum ArgsError {
          to fetch heads from (statuses on the branch's commits work)"
     )]
     ReviewWithoutRefs { backend: &'static str },
+    #[error(
+        "--require-signed-commits needs the trusted keys: --allowed-signers FILE (ssh \
+         signatures) and/or --trusted-keys FILE (OpenPGP)"
+    )]
+    SignaturesWithoutKeys,
+    #[error("{flag} is only used with --require-signed-commits (give it too, or drop {flag})")]
+    KeysWithoutSignatures { flag: &'static str },
+    #[error(transparent)]
+    Signatures(#[from] SignaturePolicyError),
 }
 
 /// An absolute form of `path` (relative to the working directory), checked to exist.
@@ -580,6 +630,9 @@ impl RunArgs {
             webhook_secret_file,
             log_format: _,
             log: _,
+            require_signed_commits,
+            allowed_signers,
+            trusted_keys,
             once,
             status_backend,
             forge_url,
@@ -694,7 +747,13 @@ impl RunArgs {
             let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
             return Err(ArgsError::Render(lines.join("\n")));
         }
+        let signatures = signature_policy(
+            require_signed_commits,
+            allowed_signers.as_deref(),
+            trusted_keys.as_deref(),
+        )?;
         let mut config = RunConfig::new(git, kube, identity);
+        config.signatures = signatures.map(std::sync::Arc::new);
         config.interval = interval;
         config.render = render;
         config.namespace = namespace;
@@ -705,6 +764,37 @@ impl RunArgs {
         config.status = status;
         Ok(config)
     }
+}
+
+/// The signature policy of `--require-signed-commits`: its trust files made absolute,
+/// read and parsed (an error names the file and the line).
+fn signature_policy(
+    required: bool,
+    allowed_signers: Option<&Path>,
+    trusted_keys: Option<&Path>,
+) -> Result<Option<SignaturePolicy>, ArgsError> {
+    if !required {
+        return match (allowed_signers, trusted_keys) {
+            (None, None) => Ok(None),
+            (Some(_), _) => Err(ArgsError::KeysWithoutSignatures {
+                flag: ALLOWED_SIGNERS_FLAG,
+            }),
+            (None, Some(_)) => Err(ArgsError::KeysWithoutSignatures {
+                flag: TRUSTED_KEYS_FLAG,
+            }),
+        };
+    }
+    if allowed_signers.is_none() && trusted_keys.is_none() {
+        return Err(ArgsError::SignaturesWithoutKeys);
+    }
+    let allowed_signers = allowed_signers
+        .map(|p| existing(ALLOWED_SIGNERS_FLAG, p))
+        .transpose()?;
+    let trusted_keys = trusted_keys
+        .map(|p| existing(TRUSTED_KEYS_FLAG, p))
+        .transpose()?;
+    let policy = SignaturePolicy::load(allowed_signers.as_deref(), trusted_keys.as_deref())?;
+    Ok(Some(policy))
 }
 
 /// The `--forge-*` options.
@@ -1388,6 +1478,65 @@ mod tests {
         assert_eq!(
             c.render.exclude,
             ["pools/{a,b}.yaml", "drafts/**", "x.yaml"]
+        );
+    }
+
+    #[test]
+    fn signed_commits_need_a_trust_file_and_a_trust_file_needs_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = ["--repo-url", "file:///srv/repo", "--cache-dir", "cache"];
+        let with = |extra: &[&str]| {
+            let args: Vec<&str> = base.iter().chain(extra).copied().collect();
+            parse(&args).unwrap().into_config()
+        };
+        assert!(with(&[]).unwrap().signatures.is_none());
+        assert!(matches!(
+            with(&["--require-signed-commits"]),
+            Err(ArgsError::SignaturesWithoutKeys)
+        ));
+        let signers = dir.path().join("allowed_signers");
+        std::fs::write(
+            &signers,
+            "alice@example.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAILM+rvN+ot98qgEN796jTiQfZfG1KaT0PtFDJ/XFSqti\n",
+        )
+        .unwrap();
+        let signers = signers.to_str().unwrap();
+        let err = with(&["--allowed-signers", signers]).expect_err("without the flag");
+        assert_eq!(
+            err.to_string(),
+            "--allowed-signers is only used with --require-signed-commits (give it too, or drop \
+             --allowed-signers)"
+        );
+        let c = with(&["--require-signed-commits", "--allowed-signers", signers]).unwrap();
+        assert_eq!(c.signatures.expect("a policy").counts(), (1, 0));
+        // A line that does not parse names the file and the line.
+        std::fs::write(
+            dir.path().join("bad"),
+            "# x\nalice@example.com ssh-ed25519\n",
+        )
+        .unwrap();
+        let bad = dir.path().join("bad");
+        let err = with(&[
+            "--require-signed-commits",
+            "--allowed-signers",
+            bad.to_str().unwrap(),
+        ])
+        .expect_err("bad line");
+        assert!(
+            err.to_string()
+                .starts_with(&format!("--allowed-signers {}:2: ", bad.display())),
+            "{err}"
+        );
+        let err = with(&[
+            "--require-signed-commits",
+            "--trusted-keys",
+            "/nonexistent/keys.asc",
+        ])
+        .expect_err("missing");
+        assert!(
+            err.to_string()
+                .starts_with("--trusted-keys /nonexistent/keys.asc"),
+            "{err}"
         );
     }
 

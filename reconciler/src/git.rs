@@ -1,6 +1,7 @@
 //! The git side of the reconciler: reading a commit's files without a work tree
 //! ([`CommitSource`], [`open_revision`]), keeping a bare cache of a remote branch
-//! ([`GitRepo`]), and polling it with backoff ([`Poller`]).
+//! ([`GitRepo`]), polling it with backoff ([`Poller`]), and verifying commit signatures
+//! ([`signature`]).
 //!
 //! Everything here is blocking libgit2 work except [`Poller`], which moves it onto tokio's
 //! blocking pool.
@@ -10,6 +11,7 @@ mod error;
 pub mod known_hosts;
 mod poll;
 mod repo;
+pub mod signature;
 mod url;
 
 pub use commit::{CommitInfo, CommitSource, first_parent_history, open_revision};

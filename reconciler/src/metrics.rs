@@ -22,6 +22,7 @@
 //! | `kubelet_gitops_status_posts_total` | counter | `result` | commit statuses sent: `ok` (the forge took it), `queued` (forge down or rate limited: in the outbox), `rejected` (refused for good); unchanged ones are not sent |
 //! | `kubelet_gitops_status_outbox` | gauge | | statuses waiting in the outbox for the forge to come back |
 //! | `kubelet_gitops_status_forge_refusals_total` | counter | `reason` | forge answers that hold every request to the forge: `unauthorized` (the token was refused, 401), `rate_limited` (429, GitHub's rate-limit 403) |
+//! | `kubelet_gitops_commit_signatures_total` | counter | `result` | signatures of fetched branch heads checked (with `--require-signed-commits`): `verified`, `unsigned`, `unknown_key`, `bad_signature` (does not verify, or malformed), `key_not_valid` (outside its valid-after/valid-before window, not for namespace git, revoked), `untrusted_format` (a format no trust file covers) |
 //! | `kubelet_gitops_reviews_total` | counter | `result` | pull-request heads reviewed: `planned`, `invalid` (the head does not validate), `skipped` (older than `--review-max-age`), `failed` (the head could not be read) |
 //!
 //! Pool series are replaced as a whole each reconcile: a pool removed from the repository
@@ -193,6 +194,7 @@ pub struct Metrics {
     status_outbox: Gauge,
     forge_refusals: Family<ReasonLabels, Counter>,
     reviews: Family<ResultLabels, Counter>,
+    commit_signatures: Family<ResultLabels, Counter>,
     /// Pools exported by the last [`Metrics::set_pools`], to retire removed ones.
     exported_pools: Mutex<BTreeSet<String>>,
 }
@@ -325,6 +327,12 @@ impl Metrics {
             "Pull-request heads reviewed by result (planned, invalid, skipped, failed)",
             reviews.clone(),
         );
+        let commit_signatures = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "commit_signatures",
+            "Signatures of fetched branch heads checked, by result (verified, unsigned, unknown_key, bad_signature, key_not_valid, untrusted_format)",
+            commit_signatures.clone(),
+        );
         Metrics {
             registry,
             pool_nodes,
@@ -347,6 +355,7 @@ impl Metrics {
             status_outbox,
             forge_refusals,
             reviews,
+            commit_signatures,
             exported_pools: Mutex::new(BTreeSet::new()),
         }
     }
@@ -446,6 +455,14 @@ impl Metrics {
             .get_or_create(&ReasonLabels {
                 reason: reason.as_str(),
             })
+            .inc();
+    }
+
+    /// Counts a checked commit signature: `verified`, or the refusal's kind
+    /// ([`SignatureRefusal::kind`](crate::git::signature::SignatureRefusal::kind)).
+    pub fn commit_signature(&self, result: &'static str) {
+        self.commit_signatures
+            .get_or_create(&ResultLabels { result })
             .inc();
     }
 

@@ -9,7 +9,8 @@
 //!
 //! Each ConfigMap carries the labels and annotations of the design:
 //! `app.kubernetes.io/managed-by=kubelet-gitops`, `kubelet-gitops.io/pool=<pool>`, and
-//! the source commit, path and repository (the URL without credentials).
+//! the source commit, path and repository (the URL without credentials), and, when
+//! signed commits are required, the fingerprint of the key that signed the commit.
 //!
 //! These functions make one request each; the controller retries them.
 
@@ -20,7 +21,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, PostParams};
 use kubelet_gitops_core::protocol::{
     CONFIGMAP_KEY, MANAGED_BY, MANAGED_BY_LABEL, POOL_LABEL, SOURCE_COMMIT, SOURCE_PATH,
-    SOURCE_REPO,
+    SOURCE_REPO, SOURCE_SIGNING_KEY,
 };
 
 use crate::render::RenderedPool;
@@ -40,6 +41,8 @@ pub struct SourceInfo<'a> {
     pub repo_url: &'a str,
     /// The full commit id.
     pub commit: &'a str,
+    /// The fingerprint of the key that signed the commit, when signatures are required.
+    pub signing_key: Option<&'a str>,
 }
 
 /// The ConfigMap that publishes `pool` in `namespace`.
@@ -48,11 +51,14 @@ pub fn configmap(namespace: &str, pool: &RenderedPool, source: &SourceInfo<'_>) 
         (MANAGED_BY_LABEL.to_string(), MANAGED_BY.to_string()),
         (POOL_LABEL.to_string(), pool.spec.name.clone()),
     ]);
-    let annotations = BTreeMap::from([
+    let mut annotations = BTreeMap::from([
         (SOURCE_COMMIT.to_string(), source.commit.to_string()),
         (SOURCE_PATH.to_string(), pool.spec.source_path.clone()),
         (SOURCE_REPO.to_string(), redact_url(source.repo_url)),
     ]);
+    if let Some(key) = source.signing_key {
+        annotations.insert(SOURCE_SIGNING_KEY.to_string(), key.to_string());
+    }
     ConfigMap {
         metadata: ObjectMeta {
             name: Some(pool.configmap_name.clone()),
@@ -215,6 +221,7 @@ mod tests {
             &SourceInfo {
                 repo_url: "https://bot:s3cret@git.example.com/org/fleet.git",
                 commit: "0123abcd",
+                signing_key: None,
             },
         );
         assert_eq!(cm.metadata.name.as_deref(), Some(p.configmap_name.as_str()));
@@ -227,11 +234,32 @@ mod tests {
         assert_eq!(ann[SOURCE_COMMIT], "0123abcd");
         assert_eq!(ann[SOURCE_PATH], "pools/gpu.yaml");
         assert_eq!(ann[SOURCE_REPO], "https://git.example.com/org/fleet.git");
+        assert!(
+            !ann.contains_key(SOURCE_SIGNING_KEY),
+            "no signature required"
+        );
         assert_eq!(cm.data.unwrap()["kubelet"], p.rendered);
         assert_eq!(
             managed_selector(),
             "app.kubernetes.io/managed-by=kubelet-gitops"
         );
+    }
+
+    #[test]
+    fn a_signed_commits_configmap_names_the_signing_key() {
+        let key = "SHA256:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU";
+        let cm = configmap(
+            "kubelet-gitops",
+            &pool(),
+            &SourceInfo {
+                repo_url: "https://git.example.com/org/fleet.git",
+                commit: "0123abcd",
+                signing_key: Some(key),
+            },
+        );
+        let ann = cm.metadata.annotations.unwrap();
+        assert_eq!(ann[SOURCE_SIGNING_KEY], key);
+        assert_eq!(ann[SOURCE_COMMIT], "0123abcd");
     }
 
     #[test]

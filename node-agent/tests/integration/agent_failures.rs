@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use crate::support::agent::{Harness, PATIENCE, annotation, condition, config_with};
-use kubelet_gitops_core::protocol::{CURRENT_CONFIG, MESSAGE, OBSERVED_CONFIG, STATE};
+use kubelet_gitops_core::protocol::{self, CURRENT_CONFIG, MESSAGE, OBSERVED_CONFIG, STATE};
 use kubelet_gitops_sim::faults::FaultConfig;
 use serde_json::Value;
 
@@ -34,11 +34,7 @@ async fn wait_assigned(h: &Harness, what: &str, pred: impl Fn(&Value) -> bool) -
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_config_the_node_rejects_leaves_the_kubelet_alone_and_says_why() {
     let mut h = Harness::start().await;
-    let original = std::fs::read(h.config_file()).unwrap();
-    h.start_agent(&[]);
-    h.wait_node(|n| annotation(n, CURRENT_CONFIG) == Some("local"), "local")
-        .await;
-    let starts = h.sim.kubelet("w1").unwrap().state().starts;
+    let before = h.start_agent_on_local().await;
 
     let bad = h
         .publish(
@@ -60,16 +56,7 @@ async fn a_config_the_node_rejects_leaves_the_kubelet_alone_and_says_why() {
         (cond["status"].as_str(), cond["reason"].as_str()),
         (Some("False"), Some("Degraded"))
     );
-    assert_eq!(
-        std::fs::read(h.config_file()).unwrap(),
-        original,
-        "file untouched"
-    );
-    assert_eq!(
-        h.sim.kubelet("w1").unwrap().state().starts,
-        starts,
-        "kubelet untouched"
-    );
+    h.assert_untouched(&before);
 
     // A payload that does not decode is a load error, with the field and a suggestion.
     let typo = h.publish("general", &config_with("maxPod: 10\n")).await;
@@ -83,7 +70,7 @@ async fn a_config_the_node_rejects_leaves_the_kubelet_alone_and_says_why() {
     assert!(message.contains("maxPods"), "did-you-mean: {message:?}");
     h.wait_event("KubeletConfigRejected", "failed to load config")
         .await;
-    assert_eq!(std::fs::read(h.config_file()).unwrap(), original);
+    assert_eq!(std::fs::read(h.config_file()).unwrap(), before.original);
 
     // A ConfigMap that does not exist is a download failure, retried.
     let missing = "kubelet-gitops/kubelet-general-nothere";
@@ -105,6 +92,47 @@ async fn a_config_the_node_rejects_leaves_the_kubelet_alone_and_says_why() {
             .any(|(r, m)| r == "KubeletConfigRejected" && m.contains("failed to download")),
         "{events:?}"
     );
+    h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configmap_whose_content_is_not_the_one_its_name_was_derived_from_is_refused() {
+    let mut h = Harness::start().await;
+    let before = h.start_agent_on_local().await;
+
+    // A valid config, under the name of another valid config: the name promises content
+    // the ConfigMap does not hold (replaced after the reconciler named it).
+    let named_for = config_with(
+        "maxPods: 50
+",
+    );
+    let holds = config_with(
+        "maxPods: 51
+",
+    );
+    let name = protocol::configmap_name("general", named_for.as_bytes());
+    let swapped = h.publish_named(&name, "general", &holds).await;
+    h.assign(Some(&swapped), "30s", "1h").await;
+    let node = h.wait_state(&swapped, "Degraded").await;
+    let message = annotation(&node, MESSAGE).unwrap_or_default();
+    let would_be = protocol::configmap_name("general", holds.as_bytes());
+    assert_eq!(
+        message,
+        format!(
+            "failed to load config: ConfigMap {name} does not hold the content its name was \
+             derived from (that content would be named {would_be}): it was changed or replaced \
+             after it was published"
+        )
+    );
+    assert_eq!(annotation(&node, CURRENT_CONFIG), Some("local"));
+    h.wait_event("KubeletConfigRejected", "does not hold the content")
+        .await;
+    h.assert_untouched(&before);
+
+    // The same content under its own name applies: the check refuses only the mismatch.
+    let honest = h.publish("general", &holds).await;
+    h.assign(Some(&honest), "30s", "1h").await;
+    h.wait_state(&honest, "Done").await;
     h.shutdown().await;
 }
 

@@ -98,11 +98,7 @@ async fn a_kubelet_flag_that_breaks_the_config_is_named_in_the_degraded_message(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_config_leaving_cgroup_driver_unset_is_refused_before_the_kubelet_is_touched() {
     let mut h = Harness::start().await;
-    let original = std::fs::read(h.config_file()).unwrap();
-    h.start_agent(&[]);
-    h.wait_node(|n| annotation(n, CURRENT_CONFIG) == Some("local"), "local")
-        .await;
-    let starts = h.sim.kubelet("w1").unwrap().state().starts;
+    let before = h.start_agent_on_local().await;
 
     // In replace mode the payload is the whole file: without cgroupDriver the kubelet's
     // default, cgroupfs, would replace the node's systemd.
@@ -118,16 +114,7 @@ async fn a_config_leaving_cgroup_driver_unset_is_refused_before_the_kubelet_is_t
         ) && message.ends_with("set cgroupDriver: systemd in the pool or the base"),
         "{message}"
     );
-    assert_eq!(
-        std::fs::read(h.config_file()).unwrap(),
-        original,
-        "file untouched"
-    );
-    assert_eq!(
-        h.sim.kubelet("w1").unwrap().state().starts,
-        starts,
-        "kubelet untouched"
-    );
+    h.assert_untouched(&before);
 
     // Set to the runtime's driver, the same config goes through.
     let fixed = h.publish("general", &config_with("maxPods: 64\n")).await;

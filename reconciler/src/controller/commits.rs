@@ -1,4 +1,7 @@
-//! From the poller's events to the desired state: the fetched commit, rendered and
+//! From the poller's events to the desired state: the fetched commit, its signature
+//! verified when `--require-signed-commits` asks for it ([`signature::verify`]: an
+//! unsigned commit, or one signed by a key the trust files do not list, is rejected like
+//! one that does not validate, before anything of it is rendered), rendered and
 //! validated on the blocking pool, then checked against the nodes it would reach
 //! ([`crate::nodecheck::check_commit`], before anything of it is published), or rejected
 //! (logged once, in one line with the error count and the first errors of each file, kept
@@ -15,6 +18,7 @@ use tokio::task::JoinSet;
 use super::observe::NodeCache;
 use super::reconcile::Desired;
 use super::task::{ConfigMaps, Controller, LoopState};
+use crate::git::signature::{self, SignatureRefusal};
 use crate::git::{CommitSource, PollEvent};
 use crate::model::NodeInfo;
 use crate::nodecheck;
@@ -27,6 +31,18 @@ pub(super) enum RenderFailure {
     Source(String),
     /// The commit does not render or validate (stays rejected).
     Invalid(Vec<RepoError>),
+    /// Signed commits are required and this one's signature is not accepted (stays
+    /// rejected; nothing of it was rendered).
+    Signature(SignatureRefusal),
+}
+
+/// What a signature refusal names as its "file" in a [`RepoError`].
+pub(super) const SIGNATURE_SUBJECT: &str = "commit signature";
+
+/// A signature refusal as the one problem of the rejected commit, for `/readyz` and the
+/// `error` commit status.
+fn signature_error(refusal: &SignatureRefusal) -> RepoError {
+    RepoError::new(SIGNATURE_SUBJECT, "", refusal.to_string())
 }
 
 impl Controller {
@@ -57,9 +73,20 @@ impl Controller {
         let id = commit.to_string();
         let opts = self.config.render.clone();
         let render_cache = self.render_cache.clone();
+        let policy = self.config.signatures.clone();
         let joined = tokio::task::spawn_blocking(move || {
             let src = CommitSource::open(&cache, &id, &url)
                 .map_err(|e| RenderFailure::Source(error_chain(&e)))?;
+            // The signature first: nothing of a commit it refuses is even parsed.
+            let signer = match policy.as_deref() {
+                None => None,
+                Some(policy) => {
+                    let carried = src
+                        .signature()
+                        .map_err(|e| RenderFailure::Source(error_chain(&e)))?;
+                    Some(signature::verify(policy, &carried).map_err(RenderFailure::Signature)?)
+                }
+            };
             let mut render_cache = render_cache.lock().unwrap_or_else(|p| p.into_inner());
             let started = std::time::Instant::now();
             let rendered =
@@ -68,10 +95,10 @@ impl Controller {
                 let (pools_rendered, pools_reused) = render_cache.last_render();
                 tracing::debug!(commit = %id, pools_rendered, pools_reused, took = ?started.elapsed(), "rendered");
             }
-            rendered
+            rendered.map(|r| (r, signer))
         })
         .await;
-        let rendered = match joined {
+        let (rendered, signer) = match joined {
             Ok(r) => r?,
             Err(e) => return Err(RenderFailure::Source(format!("rendering stopped: {e}"))),
         };
@@ -84,6 +111,7 @@ impl Controller {
             commit: commit.to_string(),
             rendered,
             namespace,
+            signer,
         })
     }
 
@@ -99,6 +127,17 @@ impl Controller {
         match self.render(&commit).await {
             Ok(desired) => {
                 st.rendered = Some(commit.clone());
+                if let Some(signer) = &desired.signer {
+                    self.metrics.commit_signature("verified");
+                    tracing::info!(
+                        commit = %commit,
+                        format = %signer.format,
+                        key = %signer.fingerprint,
+                        signer = %signer.identity,
+                        listed_at = %signer.listed_at,
+                        "commit signature verified"
+                    );
+                }
                 let desired = Arc::new(desired);
                 if self.node_gate(&desired, nodes, true) {
                     self.accept(st, desired);
@@ -109,6 +148,29 @@ impl Controller {
             // Not the commit's fault: tried again at the next poll.
             Err(RenderFailure::Source(error)) => {
                 tracing::error!(commit = %commit, %error, "cannot read the commit from the cache; retrying at the next poll");
+            }
+            Err(RenderFailure::Signature(refusal)) => {
+                st.rendered = Some(commit.clone());
+                st.held = None;
+                tracing::error!(
+                    commit = %commit,
+                    reason = %refusal,
+                    refusal = refusal.kind(),
+                    key = refusal.fingerprint().unwrap_or("none"),
+                    kept = st.desired.as_ref().map(|d| d.commit.as_str()).unwrap_or("none"),
+                    "commit signature refused: nothing of the commit is applied; the last applied commit stays in force"
+                );
+                self.metrics.commit_signature(refusal.kind());
+                self.metrics.repo_validity(1);
+                self.update(|s| {
+                    set(
+                        &mut s.rejected,
+                        Some(RejectedCommit {
+                            commit: commit.clone(),
+                            errors: vec![signature_error(&refusal)],
+                        }),
+                    )
+                });
             }
             Err(RenderFailure::Invalid(errors)) => {
                 st.rendered = Some(commit.clone());

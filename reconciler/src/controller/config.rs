@@ -3,9 +3,11 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::api::RetryPolicy;
+use crate::git::signature::SignaturePolicy;
 use crate::git::{self, GitConfig};
 use crate::leader::LeaseConfig;
 use crate::render::RenderOptions;
@@ -55,6 +57,9 @@ pub struct RunConfig {
     pub failure_backoff: (Duration, Duration),
     /// Commit statuses and pull-request review (default: git notes, no review).
     pub status: StatusConfig,
+    /// When set, a commit is applied only if its signature is accepted by these keys
+    /// (`--require-signed-commits`).
+    pub signatures: Option<Arc<SignaturePolicy>>,
 }
 
 impl RunConfig {
@@ -77,6 +82,7 @@ impl RunConfig {
             write_concurrency: 16,
             failure_backoff: (Duration::from_secs(1), Duration::from_secs(60)),
             status: StatusConfig::default(),
+            signatures: None,
         }
     }
 }

@@ -35,6 +35,9 @@ pub enum RunError {
     },
     #[error("commit {commit} does not validate ({count} problems); nothing was applied")]
     Invalid { commit: String, count: usize },
+    /// Signed commits are required and the commit's signature is refused.
+    #[error("commit {commit}: {reason}; nothing was applied")]
+    SignatureRefused { commit: String, reason: String },
     /// Nodes the commit would reach would refuse their pool's config (the log names them).
     #[error(
         "commit {commit} would be refused by nodes it reaches ({count} problems: node, kubelet flag and message in the log); nothing was applied"
@@ -59,7 +62,9 @@ impl RunError {
     pub fn is_invalid_repo(&self) -> bool {
         matches!(
             self,
-            RunError::Invalid { .. } | RunError::RefusedByNodes { .. }
+            RunError::Invalid { .. }
+                | RunError::RefusedByNodes { .. }
+                | RunError::SignatureRefused { .. }
         )
     }
 }

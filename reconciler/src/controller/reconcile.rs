@@ -21,6 +21,7 @@ use kubelet_gitops_core::protocol::{ConfigRef, SOURCE_COMMIT};
 use super::observe::{ConfigMapStore, NodeCache, PendingWrites, published_configmap};
 use crate::api::{Call, RetryPolicy, retrying};
 use crate::gc::plan_gc;
+use crate::git::signature::Signer;
 use crate::metrics::Metrics;
 use crate::model::Overlap;
 use crate::publish::{self, FIELD_MANAGER, PublishError, Published, SourceInfo};
@@ -37,6 +38,8 @@ pub(crate) struct Desired {
     pub rendered: RenderedRepo,
     /// Where the ConfigMaps go (the command line's override, else the settings').
     pub namespace: String,
+    /// Who signed the commit, when signed commits are required.
+    pub signer: Option<Signer>,
 }
 
 impl Desired {
@@ -207,6 +210,7 @@ impl Reconciler {
                 &SourceInfo {
                     repo_url: &self.repo_url,
                     commit: &desired.commit,
+                    signing_key: desired.signer.as_ref().map(|s| s.fingerprint.as_str()),
                 },
             );
             let call = Call {

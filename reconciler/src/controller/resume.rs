@@ -117,6 +117,10 @@ impl Controller {
                     tracing::debug!(%commit, back, problems = errors.len(), "ancestor does not validate either");
                     continue;
                 }
+                Err(RenderFailure::Signature(refusal)) => {
+                    tracing::debug!(%commit, back, reason = %refusal, "ancestor's signature is refused too");
+                    continue;
+                }
                 Err(RenderFailure::Source(error)) => {
                     tracing::error!(%commit, back, %error, "cannot read an ancestor from the git cache; stopping the search");
                     break;

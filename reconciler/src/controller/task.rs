@@ -539,6 +539,15 @@ impl Controller {
         }
         self.render_fetched(&mut st, nodes).await;
         let Some(desired) = st.desired else {
+            let signature = self.sync.borrow().rejected.as_ref().and_then(|r| {
+                r.errors
+                    .first()
+                    .filter(|e| e.file == super::commits::SIGNATURE_SUBJECT)
+                    .map(|e| e.message.clone())
+            });
+            if let Some(reason) = signature {
+                return Err(RunError::SignatureRefused { commit, reason });
+            }
             let count = self
                 .sync
                 .borrow()

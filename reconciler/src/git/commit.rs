@@ -6,6 +6,7 @@ use git2::{ObjectType, Oid, Repository};
 use kubelet_gitops_core::message::{escape_bytes, escape_line};
 
 use super::GitError;
+use super::signature::CommitSignature;
 use crate::source::{Entry, EntryKind, FileSource, SourceError};
 
 /// Tree entry modes (git stores them normalised; see `git_tree_entry_filemode`).
@@ -191,6 +192,35 @@ impl CommitSource {
     /// Author time, seconds since the Unix epoch.
     pub fn time(&self) -> i64 {
         self.info.time_seconds
+    }
+
+    /// The commit's signature (its `gpgsig` header), the bytes it signs and the committer
+    /// time, for [`super::signature::verify`]. An unsigned commit is not an error.
+    pub fn signature(&self) -> Result<CommitSignature, GitError> {
+        let git = |source| GitError::Git {
+            what: format!("reading the signature of {}", self.describe()),
+            source,
+        };
+        let committer_time = self
+            .repo
+            .find_commit(self.commit)
+            .map_err(git)?
+            .committer()
+            .when()
+            .seconds();
+        match self.repo.extract_signature(&self.commit, None) {
+            Ok((signature, payload)) => Ok(CommitSignature {
+                signature: Some(signature.to_vec()),
+                payload: payload.to_vec(),
+                committer_time,
+            }),
+            Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(CommitSignature {
+                signature: None,
+                payload: Vec::new(),
+                committer_time,
+            }),
+            Err(e) => Err(git(e)),
+        }
     }
 
     /// Where the repository lives on disk.

@@ -22,6 +22,7 @@ mod resume_sim;
 mod run_args;
 mod run_real;
 mod run_sim;
+mod signatures;
 mod status_forges;
 mod status_notes;
 mod statuses_sim;

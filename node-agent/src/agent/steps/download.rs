@@ -1,5 +1,5 @@
-//! The first step of an apply: the desired ConfigMap fetched from its watch, checkpointed
-//! and validated against the node, or, for a return to the local config, the node's saved
+//! The first step of an apply: the desired ConfigMap fetched from its watch, checked to
+//! hold what its content-derived name says, checkpointed and validated against the node, or, for a return to the local config, the node's saved
 //! original taken; either is recorded as the assignment in flight, phase `Checkpointed`.
 //! A config that fails here never reaches the kubelet: a transport failure is retried with
 //! back-off, a rejection only now and then (the content is immutable).
@@ -7,6 +7,7 @@
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use kubelet_gitops_core::hash::check_content_name;
 use kubelet_gitops_core::message::error_chain;
 use kubelet_gitops_core::protocol::{CONFIGMAP_KEY, ConfigRef, State, reason};
 use tracing::{info, instrument, warn};
@@ -55,6 +56,31 @@ impl From<Rejection> for Failure {
             download: false,
         }
     }
+}
+
+/// Whether the ConfigMap holds the content its name was derived from
+/// ([`check_content_name`]: the name's suffix is the hash `kubectl --append-hash` gives
+/// its `data` and `binaryData`). The reconciler names every ConfigMap it publishes after
+/// its content and never changes one, so a mismatch means someone replaced or altered it
+/// (a ConfigMap deleted and created again under the same name with other content): it
+/// is refused like a config that does not load, and the node stays where it is.
+fn content_matches_name(cm: &ConfigMap, config: &ConfigRef) -> Result<(), Failure> {
+    let name = config
+        .configmap_name()
+        .or(cm.metadata.name.as_deref())
+        .unwrap_or_default();
+    let data = cm.data.clone().unwrap_or_default();
+    let binary_data = cm
+        .binary_data
+        .iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.0.clone()))
+        .collect();
+    check_content_name(name, &data, &binary_data).map_err(|e| Failure {
+        reason: reason::LOAD_ERROR,
+        detail: e.to_string(),
+        download: false,
+    })
 }
 
 /// The `kubelet` key of the ConfigMap (`data`, or `binaryData`).
@@ -162,6 +188,7 @@ impl Driver {
         setup: &NodeSetup,
     ) -> Result<(Checkpoint, Option<String>), Failure> {
         let cm = self.configmap_now(config).await?;
+        content_matches_name(&cm, config)?;
         let payload = payload_bytes(&cm, config)?;
         let uid = cm.metadata.uid.clone().unwrap_or_default();
         let rv = cm.metadata.resource_version.clone().unwrap_or_default();
@@ -285,6 +312,40 @@ mod tests {
     use k8s_openapi::ByteString;
 
     use super::*;
+
+    #[test]
+    fn a_configmap_whose_content_is_not_its_names_is_refused_as_a_load_error() {
+        let yaml = "maxPods: 10\n";
+        let name = kubelet_gitops_core::protocol::configmap_name("general", yaml.as_bytes());
+        let config = ConfigRef::configmap("kubelet-gitops", &name);
+        let cm = |text: &str| ConfigMap {
+            data: Some([(CONFIGMAP_KEY.to_string(), text.to_string())].into()),
+            ..ConfigMap::default()
+        };
+        assert!(content_matches_name(&cm(yaml), &config).is_ok());
+        let Err(f) = content_matches_name(&cm("maxPods: 11\n"), &config) else {
+            panic!("altered content accepted");
+        };
+        assert_eq!(f.reason, reason::LOAD_ERROR);
+        assert!(!f.download, "the content, not the transport");
+        let expected = kubelet_gitops_core::protocol::configmap_name("general", b"maxPods: 11\n");
+        assert_eq!(
+            f.detail,
+            format!(
+                "ConfigMap {name} does not hold the content its name was derived from (that \
+                 content would be named {expected}): it was changed or replaced after it was \
+                 published"
+            )
+        );
+        // A key added beside the kubelet's changes the content too.
+        let mut extra = cm(yaml);
+        extra
+            .data
+            .as_mut()
+            .unwrap()
+            .insert("note".into(), "x".into());
+        assert!(content_matches_name(&extra, &config).is_err());
+    }
 
     #[test]
     fn the_payload_is_the_kubelet_key_of_data_or_binary_data() {

@@ -82,6 +82,14 @@ pub struct Harness {
     _processes: Processes,
 }
 
+/// What a refused config must leave as it was ([`Harness::start_agent_on_local`]).
+pub struct Untouched {
+    /// The kubelet's config file.
+    pub original: Vec<u8>,
+    /// How many times the kubelet had started.
+    pub starts: u64,
+}
+
 impl Harness {
     /// A sim with one node and fast stand-in kubelets that stay down after a failed
     /// start (no systemd-style restart), so only the agent restarts them.
@@ -317,6 +325,14 @@ impl Harness {
     /// `<namespace>/<name>`.
     pub async fn publish(&self, pool: &str, yaml: &str) -> String {
         let name = protocol::configmap_name(pool, yaml.as_bytes());
+        self.publish_named(&name, pool, yaml).await
+    }
+
+    /// Publishes `yaml` as the ConfigMap `name` of `pool`, whatever name its content would
+    /// have (a ConfigMap replaced behind the reconciler's back); returns
+    /// `<namespace>/<name>`.
+    pub async fn publish_named(&self, name: &str, pool: &str, yaml: &str) -> String {
+        let name = name.to_string();
         let cm = ConfigMap {
             metadata: ObjectMeta {
                 name: Some(name.clone()),
@@ -476,6 +492,34 @@ impl Harness {
     }
 
     /// The config file, checked to be a complete, valid KubeletConfiguration.
+    /// Starts the agent with no options and waits until the node runs its local config:
+    /// what a config refused later must leave as it was.
+    pub async fn start_agent_on_local(&mut self) -> Untouched {
+        let original = std::fs::read(self.config_file()).unwrap();
+        self.start_agent(&[]);
+        self.wait_node(|n| annotation(n, CURRENT_CONFIG) == Some("local"), "local")
+            .await;
+        Untouched {
+            original,
+            starts: self.sim.kubelet("w1").unwrap().state().starts,
+        }
+    }
+
+    /// Asserts that a refused config touched nothing since `before`: the kubelet's config
+    /// file holds what it held, and the kubelet was not restarted.
+    pub fn assert_untouched(&self, before: &Untouched) {
+        assert_eq!(
+            std::fs::read(self.config_file()).unwrap(),
+            before.original,
+            "file untouched"
+        );
+        assert_eq!(
+            self.sim.kubelet("w1").unwrap().state().starts,
+            before.starts,
+            "kubelet untouched"
+        );
+    }
+
     pub fn config_file_valid(&self) -> Vec<u8> {
         let bytes = std::fs::read(self.config_file()).expect("config file readable");
         kubelet_gitops_core::decode::decode_kubelet_configuration("config.yaml", &bytes)

@@ -10,6 +10,7 @@ pub mod commands;
 pub mod options;
 pub mod real;
 pub mod serial;
+pub mod signing;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
