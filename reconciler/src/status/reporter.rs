@@ -183,9 +183,12 @@ impl StatusReporter {
         stop: CancellationToken,
     ) {
         let mut next_flush = Instant::now() + self.redeliver_interval;
+        // The statuses are computed when the state changes, under its borrow (no copy of
+        // the state); a wake-up for the outbox (the redelivery interval, the end of a
+        // forge's hold) flushes it and recomputes nothing.
+        let mut statuses = self.statuses(&sync.borrow_and_update());
+        let mut deferred = self.round(&statuses, false).await;
         loop {
-            let state = sync.borrow_and_update().clone();
-            let deferred = self.round(&state, false).await;
             // The forge's hold ends: what waits goes out then, not up to an interval later.
             let hold_ends = self.writer.held_until();
             let flush_at = hold_ends.map_or(next_flush, |h| h.min(next_flush));
@@ -193,19 +196,29 @@ impl StatusReporter {
             tokio::select! {
                 biased;
                 () = stop.cancelled() => break,
-                changed = sync.changed() => if changed.is_err() { break },
+                changed = sync.changed() => {
+                    if changed.is_err() {
+                        break;
+                    }
+                    statuses = self.statuses(&sync.borrow_and_update());
+                    deferred = self.round(&statuses, false).await;
+                }
                 () = tokio::time::sleep_until(wake.into()) => {
-                    if Instant::now() >= flush_at {
+                    let now = Instant::now();
+                    if now >= flush_at {
                         self.flush().await;
                         next_flush = Instant::now() + self.redeliver_interval;
+                    }
+                    if deferred.is_some_and(|due| now >= due) {
+                        deferred = self.round(&statuses, false).await;
                     }
                 }
             }
         }
-        let state = sync.borrow().clone();
+        let statuses = self.statuses(&sync.borrow());
         let grace = self.shutdown_grace;
         let last = async {
-            self.round(&state, true).await;
+            self.round(&statuses, true).await;
             self.flush().await;
         };
         if tokio::time::timeout(grace, last).await.is_err() {
@@ -217,21 +230,25 @@ impl StatusReporter {
         }
     }
 
-    /// Posts what `state` calls for; returns when a deferred progress update is due.
-    /// `final_round` lets every progress update through.
-    async fn round(&mut self, state: &SyncState, final_round: bool) -> Option<Instant> {
+    /// The statuses `state` calls for.
+    fn statuses(&self, state: &SyncState) -> Vec<CommitStatus> {
         let limit = self.writer.backend().description_limit();
-        let statuses = commit_statuses(state, self.target_url.as_deref(), limit);
-        self.throttle.retain(&statuses);
+        commit_statuses(state, self.target_url.as_deref(), limit)
+    }
+
+    /// Posts `statuses` ([`StatusReporter::statuses`]); returns when a deferred progress
+    /// update is due. `final_round` lets every progress update through.
+    async fn round(&mut self, statuses: &[CommitStatus], final_round: bool) -> Option<Instant> {
+        self.throttle.retain(statuses);
         let mut deferred: Option<Instant> = None;
         let mut admitted = Vec::with_capacity(statuses.len());
         for status in statuses {
             let now = Instant::now();
-            if !final_round && let Some(due) = self.throttle.admit(&status, now) {
+            if !final_round && let Some(due) = self.throttle.admit(status, now) {
                 deferred = Some(deferred.map_or(due, |d| d.min(due)));
                 continue;
             }
-            admitted.push(status);
+            admitted.push(status.clone());
         }
         // One round, one batch: git notes fetches and pushes once for all of it.
         for delivery in self.writer.post_all(&admitted).await {
