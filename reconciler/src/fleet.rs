@@ -97,8 +97,9 @@ struct PoolEntry {
 /// A write of ours the watch has not shown yet.
 #[derive(Debug)]
 struct Pending {
-    /// Annotation to its new value (`None`: removed).
-    annotations: BTreeMap<String, Option<String>>,
+    /// Annotation to its new value (`None`: removed), in shared strings: a rollout's
+    /// writes can run ahead of the watch by tens of thousands of nodes, each pending.
+    annotations: Vec<(Arc<str>, Option<Arc<str>>)>,
     at: Instant,
     /// The annotations as the watch last showed them.
     observed: StrMap,
@@ -111,10 +112,10 @@ impl Pending {
             .all(|(k, v)| annotations.get(k) == v.as_deref())
     }
 
-    fn lay_over(&self, annotations: &mut StrMap, strings: &mut Interner) {
+    fn lay_over(&self, annotations: &mut StrMap) {
         for (k, v) in &self.annotations {
             match v {
-                Some(v) => annotations.insert(strings.intern(k), strings.intern(v)),
+                Some(v) => annotations.insert(k.clone(), v.clone()),
                 None => {
                     annotations.remove(k);
                 }
@@ -278,7 +279,7 @@ impl Fleet {
                 self.pending.remove(&name);
             } else {
                 p.observed = info.annotations.clone();
-                p.lay_over(&mut info.annotations, &mut self.strings);
+                p.lay_over(&mut info.annotations);
             }
         }
         self.store(name, info)
@@ -391,7 +392,10 @@ impl Fleet {
         let pending = Pending {
             annotations: annotations
                 .iter()
-                .map(|(k, v)| (k.clone(), v.as_str().map(str::to_string)))
+                .map(|(k, v)| {
+                    let value = v.as_str().map(|v| self.strings.intern(v));
+                    (self.strings.intern(k), value)
+                })
                 .collect(),
             at: now,
             observed,
@@ -407,7 +411,7 @@ impl Fleet {
             }
             return;
         }
-        pending.lay_over(&mut info.annotations, &mut self.strings);
+        pending.lay_over(&mut info.annotations);
         self.pending.insert(name.clone(), pending);
         self.store(name, info);
     }
