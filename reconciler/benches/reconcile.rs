@@ -73,6 +73,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kubelet_gitops_core::inventory::Inventory;
+use kubelet_gitops_e2e::git::GitRemote;
 use support::apiserver::{ApiserverMetrics, SERVICE_ACCOUNTS};
 use support::real::{NodeView, RealServer, upstream};
 use support::*;
@@ -206,14 +207,35 @@ fn write_repo(repo: &ConfigRepo, big_max_pods: u32) {
     );
 }
 
+/// Pushes the work tree's `main` to the repository `remote` serves, which the reconciler
+/// follows over `git://` as over any network remote: it lists the refs there and pushes
+/// its status notes back (libgit2 cannot push to a work tree, and a `file://` remote would
+/// charge the reconciler for opening the remote repository at each poll, which a server
+/// does for a network remote).
+fn publish(repo: &ConfigRepo, remote: &GitRemote) {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(&repo.path)
+        .args(["push", "-q", "--force"])
+        .arg(remote.bare())
+        .arg("main")
+        .output()
+        .expect("run git push");
+    assert!(
+        out.status.success(),
+        "git push: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// `kubelet-gitops run`, killed when dropped (also when a wait fails).
 struct Reconciler(Child);
 
 impl Reconciler {
-    fn spawn(repo: &ConfigRepo, kubeconfig: &Path, cache: &Path, admin: &str) -> Reconciler {
+    fn spawn(url: &str, kubeconfig: &Path, cache: &Path, admin: &str) -> Reconciler {
         let child = Command::new(env!("CARGO_BIN_EXE_kubelet-gitops"))
             .arg("run")
-            .args(["--repo-url", &repo.url()])
+            .args(["--repo-url", url])
             .args(["--kubeconfig", &kubeconfig.display().to_string()])
             .args(["--cache-dir", &cache.display().to_string()])
             .args(["--interval", INTERVAL])
@@ -699,6 +721,14 @@ async fn churn(server: &Server) -> usize {
 async fn measure(server: &Server, setup: Setup, label: &str) -> Figures {
     write_repo(server.repo(), 100);
     server.repo().commit(&format!("{} pools", fleet_pools()));
+    let remote = GitRemote::start(
+        &server.dir().join("remote"),
+        server.dir().join("git-daemon.log"),
+    )
+    .await
+    .expect("git daemon");
+    publish(server.repo(), &remote);
+    let url = remote.url();
     let admin_port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("free port");
@@ -707,7 +737,7 @@ async fn measure(server: &Server, setup: Setup, label: &str) -> Figures {
     let mark = server.mark().await;
     let t = Instant::now();
     let child = Reconciler::spawn(
-        server.repo(),
+        &url,
         &server.kubeconfig(),
         &server.dir().join("cache"),
         &admin,
@@ -821,6 +851,7 @@ async fn measure(server: &Server, setup: Setup, label: &str) -> Figures {
     write_repo(server.repo(), 101);
     let t = Instant::now();
     server.repo().commit("change pool big");
+    publish(server.repo(), &remote);
     server
         .wait_nodes("pool big rolled out", |nodes| {
             nodes.iter().filter(|n| moved(n)).count() == old.len()

@@ -96,6 +96,16 @@ impl GitRemote {
         &mut self.daemon
     }
 
+    /// The bare repository the daemon serves (a push to it is what a push to the
+    /// remote would be).
+    pub fn bare(&self) -> PathBuf {
+        self.work
+            .parent()
+            .unwrap_or(Path::new("/"))
+            .join("git")
+            .join(REPO)
+    }
+
     /// The work tree.
     pub fn work_tree(&self) -> &Path {
         &self.work

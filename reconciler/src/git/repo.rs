@@ -348,14 +348,9 @@ impl GitRepo {
     /// cannot use at all.
     fn list_remote(&self) -> Result<Option<BTreeMap<String, git2::Oid>>, GitError> {
         let failure = RefCell::new(None);
-        // Detached: no repository configuration to read (a mismatch with what the fetch
-        // would see only costs a fetch).
-        let mut remote = git2::Remote::create_detached(self.config.url.as_str()).map_err(|e| {
-            GitError::BadUrl {
-                url: self.config.url.clone(),
-                reason: e.message().to_string(),
-            }
-        })?;
+        // Anonymous in the cache, as the fetch's (a detached remote reads the user's and
+        // the system's git configuration at each poll: more costly, measured).
+        let mut remote = self.anonymous_remote()?;
         let connection =
             match remote.connect_auth(git2::Direction::Fetch, Some(self.callbacks(&failure)), None)
             {
