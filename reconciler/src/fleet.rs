@@ -477,6 +477,26 @@ impl Fleet {
         }
     }
 
+    /// The nodes each of `specs` (a commit's pools, which need not be the fleet's yet)
+    /// would select, placed as [`Fleet::set_pools`] would place them (by the label index,
+    /// overlaps left out), borrowed: `out[i]` for `specs[i]`, each sorted by name. What
+    /// a new commit is checked against before it is applied
+    /// ([`crate::nodecheck::check_selected`]), without copying the fleet.
+    pub fn selected_by(&self, specs: &[PoolSpec]) -> Vec<Vec<&NodeInfo>> {
+        let index = PoolIndex::new(specs);
+        let mut scratch = Vec::new();
+        let mut out: Vec<Vec<&NodeInfo>> = vec![Vec::new(); specs.len()];
+        for slot in self.nodes.values() {
+            if let Placement::Pool(i) = place(specs, &index, &slot.info.labels, &mut scratch) {
+                out[i].push(&slot.info);
+            }
+        }
+        for nodes in &mut out {
+            nodes.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        }
+        out
+    }
+
     /// Pools that will be planned again at the next [`Fleet::plan`].
     pub fn marked_pools(&self) -> usize {
         self.pools.iter().filter(|p| p.planned.is_none()).count()

@@ -186,15 +186,36 @@ pub struct CommitCheck {
 pub fn check_commit(rendered: &RenderedRepo, namespace: &str, nodes: &[NodeInfo]) -> CommitCheck {
     let assignment = model::assign(&rendered.specs(), nodes);
     let by_name: BTreeMap<&str, &NodeInfo> = nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+    let selected: Vec<Vec<&NodeInfo>> = rendered
+        .pools
+        .iter()
+        .map(|pool| {
+            assignment
+                .pools
+                .get(&pool.spec.name)
+                .into_iter()
+                .flatten()
+                .filter_map(|n| by_name.get(n.as_str()).copied())
+                .collect()
+        })
+        .collect();
+    check_selected(rendered, namespace, &selected)
+}
+
+/// [`check_commit`] with the nodes each pool of `rendered` selects already found:
+/// `selected[i]` for `rendered.pools[i]` (the reconciler finds them in its fleet by the
+/// label index, without copying a node: [`crate::fleet::Fleet::selected_by`]).
+pub fn check_selected(
+    rendered: &RenderedRepo,
+    namespace: &str,
+    selected: &[Vec<&NodeInfo>],
+) -> CommitCheck {
     let mut out = CommitCheck::default();
-    for pool in &rendered.pools {
+    for (pool, nodes) in rendered.pools.iter().zip(selected) {
         let target = ConfigRef::configmap(namespace, &pool.configmap_name).to_string();
-        let reached: Vec<&NodeInfo> = assignment
-            .pools
-            .get(&pool.spec.name)
-            .into_iter()
-            .flatten()
-            .filter_map(|n| by_name.get(n.as_str()).copied())
+        let reached: Vec<&NodeInfo> = nodes
+            .iter()
+            .copied()
             .filter(|n| n.annotations.get(DESIRED_CONFIG) != Some(&target))
             .collect();
         if reached.is_empty() {

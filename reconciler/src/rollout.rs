@@ -76,6 +76,7 @@ mod tests;
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
+use std::sync::Arc;
 
 use kubelet_gitops_core::protocol::{
     ConfigRef, DESIRED_CONFIG, HEALTH_TIMEOUT, LKG_GRACE, POOL, State,
@@ -110,16 +111,18 @@ pub struct RolloutPlan {
     pub overlaps: Vec<Overlap>,
 }
 
-/// A write to one node's reconciler annotations.
+/// A write to one node's reconciler annotations. Cheap to clone (shared strings): a first
+/// plan of a large fleet holds one per node, kept with each pool's last plan and copied
+/// into the round's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeAction {
-    pub node: String,
+    pub node: Arc<str>,
     /// The node's pool (`None` for an unassignment).
-    pub pool: Option<String>,
+    pub pool: Option<Arc<str>>,
     pub change: NodeChange,
     /// Why, for logs: `"canary"`, `"rollout"`, `"new node"`, `"left every pool"`,
     /// `"stale annotations"`, `"rollout settings changed"`.
-    pub reason: String,
+    pub reason: &'static str,
 }
 
 impl NodeAction {
@@ -263,16 +266,16 @@ pub(crate) fn leave_reason(namespace: &str, node: &NodeInfo) -> Option<&'static 
 pub(crate) fn push_action(
     actions: &mut Vec<NodeAction>,
     node: &NodeInfo,
-    pool: Option<&str>,
+    pool: Option<&Arc<str>>,
     change: NodeChange,
-    reason: &str,
+    reason: &'static str,
 ) {
-    if !is_noop(node, pool, &change) {
+    if !is_noop(node, pool.map(|p| &**p), &change) {
         actions.push(NodeAction {
-            node: node.name.clone(),
-            pool: pool.map(str::to_string),
+            node: Arc::from(node.name.as_str()),
+            pool: pool.cloned(),
             change,
-            reason: reason.to_string(),
+            reason,
         });
     }
 }
@@ -284,10 +287,11 @@ pub(crate) fn plan_pool(
     actions: &mut Vec<NodeAction>,
 ) -> PoolReport {
     let name = pool.spec.name.as_str();
+    let shared_name: Arc<str> = Arc::from(name);
     let rollout = &pool.spec.rollout;
     let target = &pool.target;
     let assign_change = NodeChange::Assign {
-        desired: target.clone(),
+        desired: Arc::new(target.clone()),
         health_timeout: rollout.health_timeout,
         lkg_grace: rollout.lkg_grace,
     };
@@ -348,7 +352,7 @@ pub(crate) fn plan_pool(
             push_action(
                 actions,
                 node,
-                Some(name),
+                Some(&shared_name),
                 assign_change.clone(),
                 "rollout settings changed",
             );
@@ -372,7 +376,13 @@ pub(crate) fn plan_pool(
     for (i, node) in nodes.iter().enumerate() {
         if statuses[i] == NodeRolloutStatus::Waiting && is_new(node) {
             new_nodes[i] = true;
-            push_action(actions, node, Some(name), assign_change.clone(), "new node");
+            push_action(
+                actions,
+                node,
+                Some(&shared_name),
+                assign_change.clone(),
+                "new node",
+            );
         }
     }
 
@@ -395,7 +405,13 @@ pub(crate) fn plan_pool(
             } else {
                 "rollout"
             };
-            push_action(actions, nodes[i], Some(name), assign_change.clone(), reason);
+            push_action(
+                actions,
+                nodes[i],
+                Some(&shared_name),
+                assign_change.clone(),
+                reason,
+            );
         });
     report
 }

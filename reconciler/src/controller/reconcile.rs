@@ -496,7 +496,7 @@ impl Reconciler {
                             error = %kubelet_gitops_core::message::error_chain(&e),
                             "node write failed"
                         );
-                        failures.push((action.node.clone(), e));
+                        failures.push((action.node.to_string(), e));
                     }
                 }
             }

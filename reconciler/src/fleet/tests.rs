@@ -326,6 +326,44 @@ fn random_labels(rng: &mut ChaCha8Rng, n: &mut NodeInfo) {
     }
 }
 
+/// What a new commit's pools would select, found in the fleet by the label index
+/// ([`Fleet::selected_by`]), is what the whole-fleet assignment finds for the same pools,
+/// whichever pools the fleet follows now.
+#[test]
+fn a_commits_pools_select_from_the_fleet_what_the_full_assignment_does() {
+    for seed in 1..=40u64 {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let now = Instant::now();
+        let mut fleet = Fleet::new();
+        let current = random_specs(&mut rng);
+        let names: Vec<String> = (0..current.len())
+            .map(|i| format!("kubelet-p{i}-0"))
+            .collect();
+        fleet.set_pools(NS, &targets(&current, &names));
+        for i in 0..60 {
+            let mut n = node(&format!("n{i:02}")).build();
+            random_labels(&mut rng, &mut n);
+            show(&mut fleet, &n, now);
+        }
+        let next = random_specs(&mut rng);
+        let selected = fleet.selected_by(&next);
+        let assignment = crate::model::assign(&next, &fleet.snapshot());
+        assert_eq!(selected.len(), next.len());
+        for (spec, nodes) in next.iter().zip(&selected) {
+            let got: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+            let mut want: Vec<&str> = assignment
+                .pools
+                .get(&spec.name)
+                .into_iter()
+                .flatten()
+                .map(String::as_str)
+                .collect();
+            want.sort_unstable();
+            assert_eq!(got, want, "seed {seed}, pool {}", spec.name);
+        }
+    }
+}
+
 /// The fleet, fed events in random order with its own writes delayed and stale events
 /// replayed, plans exactly what the whole-fleet planner plans over the same nodes, and
 /// converges on the cluster's contents once the watch has caught up.
@@ -408,7 +446,7 @@ fn incremental_planning_equals_planning_from_scratch() {
                     expected.dedup();
                     assert_eq!(referenced, expected, "seed {seed} step {step}");
                     for action in plan.actions.iter().filter(|_| rng.random_bool(0.7)) {
-                        let n = cluster.get_mut(&action.node).expect("known node");
+                        let n = cluster.get_mut(&*action.node).expect("known node");
                         apply_patch(n, &action.patch());
                         fleet.node_patched(&action.node, &action.patch(), now);
                         queue.push_back(n.clone());

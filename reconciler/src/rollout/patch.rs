@@ -2,6 +2,7 @@
 //! protocol, as a JSON merge patch ([`annotation_patch`]), and whether a change would
 //! alter anything ([`is_noop`]).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use kubelet_gitops_core::protocol::{ConfigRef, DESIRED_CONFIG, HEALTH_TIMEOUT, LKG_GRACE, POOL};
@@ -14,7 +15,8 @@ use crate::model::NodeInfo;
 pub enum NodeChange {
     /// Point the node at `desired`, with the pool's rollout timings for the agent.
     Assign {
-        desired: ConfigRef,
+        /// Shared by the pool's actions.
+        desired: Arc<ConfigRef>,
         health_timeout: Duration,
         lkg_grace: Duration,
     },

@@ -79,7 +79,7 @@ impl NodeBuilder {
     /// Assigned `r` by `pool` with the default rollout settings (no report yet).
     pub fn assigned(mut self, pool: &str, r: &str) -> Self {
         let change = super::NodeChange::Assign {
-            desired: r.parse().expect("fixture config ref"),
+            desired: std::sync::Arc::new(r.parse().expect("fixture config ref")),
             health_timeout: Rollout::default().health_timeout,
             lkg_grace: Rollout::default().lkg_grace,
         };
@@ -168,7 +168,7 @@ pub fn apply_plan(nodes: &mut [NodeInfo], plan: &RolloutPlan) {
 pub fn apply_action(nodes: &mut [NodeInfo], action: &NodeAction) {
     let node = nodes
         .iter_mut()
-        .find(|n| n.name == action.node)
+        .find(|n| *n.name == *action.node)
         .expect("action for a known node");
     apply_patch(node, &action.patch());
 }

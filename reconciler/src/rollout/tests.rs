@@ -26,10 +26,7 @@ fn plan(pools: &[PoolTarget<'_>], nodes: &[NodeInfo]) -> RolloutPlan {
 
 /// `(node, reason)` of every action.
 fn actions(plan: &RolloutPlan) -> Vec<(&str, &str)> {
-    plan.actions
-        .iter()
-        .map(|a| (a.node.as_str(), a.reason.as_str()))
-        .collect()
+    plan.actions.iter().map(|a| (&*a.node, a.reason)).collect()
 }
 
 fn report<'p>(plan: &'p RolloutPlan, pool: &str) -> &'p PoolReport {
@@ -40,7 +37,7 @@ fn report<'p>(plan: &'p RolloutPlan, pool: &str) -> &'p PoolReport {
 }
 
 fn assigns(action: &NodeAction, target: &ConfigRef) -> bool {
-    matches!(&action.change, NodeChange::Assign { desired, .. } if desired == target)
+    matches!(&action.change, NodeChange::Assign { desired, .. } if **desired == *target)
 }
 
 /// `n` nodes `<prefix>-01..` in pool `pool`, Done on `config`.
@@ -93,7 +90,7 @@ fn canary_gates_the_rest_and_busy_never_exceeds_max_unavailable() {
         assert!(r.failed.is_empty());
         for a in &p.actions {
             assert!(assigns(a, &t2), "round {round}: unexpected {a:?}");
-            let is_canary = canary.contains(&a.node.as_str());
+            let is_canary = canary.contains(&&*a.node);
             if is_canary {
                 assert_eq!(a.reason, "canary");
             } else {
@@ -599,7 +596,7 @@ fn the_plan_does_not_depend_on_input_order() {
     let keys: Vec<(Option<&str>, &str)> = forward
         .actions
         .iter()
-        .map(|a| (a.pool.as_deref(), a.node.as_str()))
+        .map(|a| (a.pool.as_deref(), &*a.node))
         .collect();
     let mut sorted = keys.clone();
     sorted.sort();
@@ -737,7 +734,7 @@ fn canary_order_puts_labelled_nodes_first() {
 #[test]
 fn annotation_patches_set_and_clear_the_reconciler_annotations() {
     let assign = NodeChange::Assign {
-        desired: cm("kubelet-gpu-9mbkccg2cc"),
+        desired: std::sync::Arc::new(cm("kubelet-gpu-9mbkccg2cc")),
         health_timeout: Duration::from_secs(90),
         lkg_grace: Duration::from_secs(600),
     };
