@@ -21,6 +21,7 @@
 //! kubelet upgrade may change them); validation runs on the defaulted config, as the
 //! kubelet's does, and each problem is traced back to the file and line that set the field.
 
+mod disruption;
 mod error;
 mod fields;
 mod kubelet;
