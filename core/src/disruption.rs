@@ -120,6 +120,10 @@ const MEMORY_SRC: &str = "kubernetes.io/docs/tasks/administer-cluster/memory-man
 const TOPOLOGY_SRC: &str = "kubernetes.io/docs/tasks/administer-cluster/topology-manager; \
     issue 16 (the topology manager keeps no state file: the drain is for the pods' placement)";
 
+const RESERVED_CPU: &str = "under the static CPU policy the reserved CPUs change, so the agent \
+    removes cpu_manager_state (the kubelet would refuse it); with another policy a plain \
+    restart. Override to `drain` for static-policy pools";
+
 /// The fields whose built-in class is not [`Class::Restart`]. Looked up most specific
 /// first ([`builtin_of`]).
 pub const BUILTIN: &[Builtin] = &[
@@ -235,18 +239,14 @@ pub const BUILTIN: &[Builtin] = &[
         field: "systemReserved.cpu",
         class: Class::RestartClearState,
         floor: Class::RestartClearState,
-        reason: "under the static CPU policy the reserved CPUs change, so the agent removes \
-                 cpu_manager_state (the kubelet would refuse it); with another policy a \
-                 plain restart. Override to `drain` for static-policy pools",
+        reason: RESERVED_CPU,
         source: CPU_STATIC,
     },
     Builtin {
         field: "kubeReserved.cpu",
         class: Class::RestartClearState,
         floor: Class::RestartClearState,
-        reason: "under the static CPU policy the reserved CPUs change, so the agent removes \
-                 cpu_manager_state (the kubelet would refuse it); with another policy a \
-                 plain restart. Override to `drain` for static-policy pools",
+        reason: RESERVED_CPU,
         source: CPU_STATIC,
     },
 ];
