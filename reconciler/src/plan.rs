@@ -1,7 +1,8 @@
 //! What a change to the config repository would do, before anything is applied: per pool
 //! the effective field-level diff, the old and new ConfigMap names, the nodes whose
 //! desired config changes, the fields their kubelet flags override, the disruptive
-//! fields that change, and the nodes that would refuse their new config
+//! fields that change, the disruption class of each change
+//! ([`kubelet_gitops_core::disruption`]), and the nodes that would refuse their new config
 //! ([`crate::nodecheck`]: an error, like an overlap).
 //!
 //! [`plan`] is pure; [`markdown`] only formats it: `kubelet-gitops plan` prints the
