@@ -56,7 +56,7 @@ use std::fmt;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-pub use source_map::{Position, SourceMap, join_index, join_key};
+pub use source_map::{Position, SourceMap, is_within, join_index, join_key};
 
 use node::Node;
 use typed::closest;

@@ -6,7 +6,8 @@
 //! ([`defaults`]) and validation ([`validation`]), the command-line flags and their
 //! precedence ([`flags`], [`effective`]), node allocatable and the cgroup layout
 //! ([`allocatable`]), what `/configz` shows compared with what was applied ([`configz`]),
-//! the state files a policy change makes stale ([`state_files`]), Kubernetes names and
+//! the state files a policy change makes stale ([`state_files`]), what a change of each
+//! field takes on a node ([`disruption`]: restart, restart and clear state, drain), Kubernetes names and
 //! labels ([`names`]).
 //!
 //! kubelet-gitops: the content-addressed ConfigMap names `kubectl --append-hash` computes
@@ -24,6 +25,7 @@ pub mod configz;
 mod cpuset;
 pub mod decode;
 pub mod defaults;
+pub mod disruption;
 pub mod duration;
 pub mod effective;
 mod eviction;

@@ -88,6 +88,11 @@ pub const SOURCE_REPO: &str = "kubelet-gitops.io/source-repo";
 /// (`SHA256:...` for ssh, the OpenPGP fingerprint in hex), when the reconciler requires
 /// signed commits; absent otherwise.
 pub const SOURCE_SIGNING_KEY: &str = "kubelet-gitops.io/source-signing-key";
+/// ConfigMap annotation: the disruption classes the repository gives fields for the
+/// pool, over the built-in ones ([`crate::disruption`]), as a JSON object
+/// `{"cpuManagerPolicy":"restart-clear-state"}`; absent when the repository sets none.
+/// With the two configs, [`crate::disruption::classify`] gives a change's class on a node.
+pub const DISRUPTION_CLASSES: &str = "kubelet-gitops.io/disruption-classes";
 
 /// The key of the rendered config in the ConfigMap.
 pub const CONFIGMAP_KEY: &str = crate::hash::CONFIGMAP_KEY;

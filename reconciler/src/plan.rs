@@ -1,7 +1,8 @@
 //! What a change to the config repository would do, before anything is applied: per pool
 //! the effective field-level diff, the old and new ConfigMap names, the nodes whose
 //! desired config changes, the fields their kubelet flags override, the disruptive
-//! fields that change, and the nodes that would refuse their new config
+//! fields that change, the disruption class of each change
+//! ([`kubelet_gitops_core::disruption`]), and the nodes that would refuse their new config
 //! ([`crate::nodecheck`]: an error, like an overlap).
 //!
 //! [`plan`] is pure; [`markdown`] only formats it: `kubelet-gitops plan` prints the
@@ -17,6 +18,7 @@ mod tests;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
+use kubelet_gitops_core::disruption::ChangeClass;
 use kubelet_gitops_core::message::markdown_text;
 use kubelet_gitops_core::types::KubeletConfiguration;
 
@@ -118,6 +120,11 @@ pub struct PoolPlan {
     pub spec_diff: Vec<FieldChange>,
     /// The disruptive fields among `config_diff`.
     pub disruptive: Vec<Disruption>,
+    /// The disruption class of `config_diff` (the highest class of its fields, with the
+    /// fields of that class), by the pool's classes in the head; `None` when the config
+    /// does not change or the pool is removed. For an added pool, against the kubelet's
+    /// defaults (as `config_diff`).
+    pub class: Option<ChangeClass>,
     /// Nodes whose desired config changes, grouped by where they come from and go to:
     /// into this pool, or (for nodes that leave every pool) out of it.
     pub moves: Vec<Move>,
@@ -174,6 +181,9 @@ pub struct Move {
     pub diff: Option<Vec<FieldChange>>,
     /// The disruptive fields of `diff`.
     pub disruptive: Vec<Disruption>,
+    /// The disruption class of `diff`, by the destination pool's classes; `None` without
+    /// a diff (or an empty one).
+    pub class: Option<ChangeClass>,
 }
 
 /// A field the kubelet flags of some nodes set to another value than the config does.
@@ -331,6 +341,7 @@ fn pool_plan(
         _ => PoolChange::Unchanged,
     };
     let disruptive = disruptive::of_diff(&config_diff);
+    let class = new.and_then(|n| disruptive::class_of_diff(&config_diff, &n.disruption));
     let source_path = new
         .or(old)
         .map(|p| p.spec.source_path.clone())
@@ -353,12 +364,19 @@ fn pool_plan(
                 receiving.extend(nodes.iter().cloned());
             }
             let disruptive = diff.as_deref().map(disruptive::of_diff).unwrap_or_default();
+            let class = match (&to, diff.as_deref()) {
+                (Desired::Config { pool, .. }, Some(d)) => head
+                    .pool(pool)
+                    .and_then(|p| disruptive::class_of_diff(d, &p.disruption)),
+                _ => None,
+            };
             Move {
                 from,
                 to,
                 nodes,
                 diff,
                 disruptive,
+                class,
             }
         })
         .collect();
@@ -375,6 +393,7 @@ fn pool_plan(
         config_diff,
         spec_diff,
         disruptive,
+        class,
         moves,
         overrides,
         rollout: new.map(|p| p.spec.rollout.clone()),

@@ -9,8 +9,9 @@
 //!
 //! Each ConfigMap carries the labels and annotations of the design:
 //! `app.kubernetes.io/managed-by=kubelet-gitops`, `kubelet-gitops.io/pool=<pool>`, and
-//! the source commit, path and repository (the URL without credentials), and, when
-//! signed commits are required, the fingerprint of the key that signed the commit.
+//! the source commit, path and repository (the URL without credentials), when signed
+//! commits are required the fingerprint of the key that signed the commit, and the
+//! disruption classes the repository gives fields for the pool, when it gives any.
 //!
 //! These functions make one request each; the controller retries them.
 
@@ -20,8 +21,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, PostParams};
 use kubelet_gitops_core::protocol::{
-    CONFIGMAP_KEY, MANAGED_BY, MANAGED_BY_LABEL, POOL_LABEL, SOURCE_COMMIT, SOURCE_PATH,
-    SOURCE_REPO, SOURCE_SIGNING_KEY,
+    CONFIGMAP_KEY, DISRUPTION_CLASSES, MANAGED_BY, MANAGED_BY_LABEL, POOL_LABEL, SOURCE_COMMIT,
+    SOURCE_PATH, SOURCE_REPO, SOURCE_SIGNING_KEY,
 };
 
 use crate::render::RenderedPool;
@@ -58,6 +59,9 @@ pub fn configmap(namespace: &str, pool: &RenderedPool, source: &SourceInfo<'_>) 
     ]);
     if let Some(key) = source.signing_key {
         annotations.insert(SOURCE_SIGNING_KEY.to_string(), key.to_string());
+    }
+    if !pool.disruption.is_empty() {
+        annotations.insert(DISRUPTION_CLASSES.to_string(), pool.disruption.to_json());
     }
     ConfigMap {
         metadata: ObjectMeta {
@@ -209,6 +213,7 @@ mod tests {
                 "gpu",
                 rendered.as_bytes(),
             ),
+            disruption: Default::default(),
         }
     }
 
@@ -238,6 +243,10 @@ mod tests {
             !ann.contains_key(SOURCE_SIGNING_KEY),
             "no signature required"
         );
+        assert!(
+            !ann.contains_key(DISRUPTION_CLASSES),
+            "the repository sets no disruption class"
+        );
         assert_eq!(cm.data.unwrap()["kubelet"], p.rendered);
         assert_eq!(
             managed_selector(),
@@ -260,6 +269,38 @@ mod tests {
         let ann = cm.metadata.annotations.unwrap();
         assert_eq!(ann[SOURCE_SIGNING_KEY], key);
         assert_eq!(ann[SOURCE_COMMIT], "0123abcd");
+    }
+
+    #[test]
+    fn a_pool_with_disruption_classes_carries_them_for_the_agent() {
+        use kubelet_gitops_core::disruption::Class;
+        let mut p = pool();
+        p.disruption
+            .set("evictionHard", Class::Drain, "kubelet-gitops.yaml");
+        p.disruption.set(
+            "cpuManagerPolicy",
+            Class::RestartClearState,
+            "pools/gpu.yaml",
+        );
+        let cm = configmap(
+            "kubelet-gitops",
+            &p,
+            &SourceInfo {
+                repo_url: "https://git.example.com/org/fleet.git",
+                commit: "0123abcd",
+                signing_key: None,
+            },
+        );
+        let ann = cm.metadata.annotations.unwrap();
+        assert_eq!(
+            ann[DISRUPTION_CLASSES],
+            r#"{"cpuManagerPolicy":"restart-clear-state","evictionHard":"drain"}"#
+        );
+        // The classes are not content: the name is the content's.
+        assert_eq!(
+            cm.metadata.name.as_deref(),
+            Some(pool().configmap_name.as_str())
+        );
     }
 
     #[test]

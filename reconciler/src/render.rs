@@ -5,7 +5,8 @@
 //! The repository layout (docs/repo-format.md is the reference):
 //!
 //! ```text
-//! <root>/kubelet-gitops.yaml   optional  RepoSettings: namespace, globs, rollout defaults, policy
+//! <root>/kubelet-gitops.yaml   optional  RepoSettings: namespace, globs, rollout defaults, policy,
+//!                                        disruption classes
 //! <root>/base/kubelet.yaml     optional  partial KubeletConfiguration every pool starts from
 //! <root>/pools/<name>.yaml               one NodePool per file, metadata.name == <name>
 //! ```
@@ -21,6 +22,7 @@
 //! kubelet upgrade may change them); validation runs on the defaulted config, as the
 //! kubelet's does, and each problem is traced back to the file and line that set the field.
 
+mod disruption;
 mod error;
 mod fields;
 mod kubelet;

@@ -539,6 +539,16 @@ pub fn join_key(parent: &str, key: &str) -> String {
     path
 }
 
+/// Whether the field path `path` is `ancestor` or lies under it
+/// (`featureGates.CPUManager` is within `featureGates`; `kubeReservedCgroup` is not
+/// within `kubeReserved`).
+pub fn is_within(path: &str, ancestor: &str) -> bool {
+    path == ancestor
+        || path
+            .strip_prefix(ancestor)
+            .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
+}
+
 /// `parent[index]`, in [`SourceMap`] path syntax.
 pub fn join_index(parent: &str, index: usize) -> String {
     let mut path = String::with_capacity(parent.len() + 2 + decimal_len(index));

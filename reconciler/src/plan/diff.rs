@@ -201,5 +201,14 @@ pub(super) fn settings_diff(old: &RepoSettings, new: &RepoSettings) -> Vec<Field
         list(&old.policy.forbidden_pool_fields),
         list(&new.policy.forbidden_pool_fields),
     );
+    let classes = |o: &kubelet_gitops_core::disruption::Overrides| {
+        let entries: Vec<String> = o.iter().map(|(f, c, _)| format!("{f}: {c}")).collect();
+        format!("{{{}}}", entries.join(", "))
+    };
+    push(
+        "disruption.classes",
+        classes(&old.disruption),
+        classes(&new.disruption),
+    );
     out
 }

@@ -2,6 +2,8 @@
 //! recreate, cgroups to prepare. The plan names each one that changes and what it
 //! disrupts, so a reviewer can decide to drain nodes or split the change.
 
+use kubelet_gitops_core::disruption::{self, ChangeClass, Overrides};
+
 use super::diff::FieldChange;
 use crate::render::is_within;
 
@@ -140,4 +142,11 @@ pub(super) fn of_diff(diff: &[FieldChange]) -> Vec<Disruption> {
             })
         })
         .collect()
+}
+
+/// The disruption class of `diff` ([`disruption::classify`]) with the classes `overrides`
+/// give (a pool's, over the built-in ones); `None` for an empty diff.
+pub(super) fn class_of_diff(diff: &[FieldChange], overrides: &Overrides) -> Option<ChangeClass> {
+    (!diff.is_empty())
+        .then(|| disruption::classify(diff.iter().map(|c| c.field.as_str()), overrides))
 }

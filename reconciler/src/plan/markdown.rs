@@ -14,6 +14,8 @@ use kubelet_gitops_core::message::{
     OneLine, cap_per_file, markdown_cell, markdown_code, markdown_fence, markdown_text,
 };
 
+use kubelet_gitops_core::disruption::{ChangeClass, Class, Why};
+
 use super::disruptive::Disruption;
 use super::{Desired, Move, Plan, PoolChange, PoolPlan};
 use crate::model::Rollout;
@@ -100,7 +102,38 @@ pub fn summary(plan: &Plan) -> String {
         }
         parts.push(format!("disruptive: {}", names.join(", ")));
     }
+    if let Some((class, pools)) = highest_class(plan).filter(|(c, _)| *c > Class::Restart) {
+        let mut names: Vec<&str> = pools.iter().take(3).copied().collect();
+        if pools.len() > 3 {
+            names.push("...");
+        }
+        parts.push(format!("class {class}: {}", names.join(", ")));
+    }
     parts.join("; ")
+}
+
+/// The highest disruption class of the plan's changes and the pools (sorted) whose change
+/// or moving nodes have it. As for disruptive fields, an added pool's own class (against
+/// the kubelet's defaults) is not counted.
+fn highest_class(plan: &Plan) -> Option<(Class, Vec<&str>)> {
+    let mut out: Option<(Class, Vec<&str>)> = None;
+    for p in &plan.pools {
+        let own = p.class.as_ref().filter(|_| p.change != PoolChange::Added);
+        let Some(class) = own
+            .into_iter()
+            .chain(p.moves.iter().filter_map(|m| m.class.as_ref()))
+            .map(|c| c.class)
+            .max()
+        else {
+            continue;
+        };
+        match &mut out {
+            Some((c, pools)) if *c == class => pools.push(&p.name),
+            Some((c, _)) if *c > class => {}
+            _ => out = Some((class, vec![p.name.as_str()])),
+        }
+    }
+    out
 }
 
 /// Inline code, safe for any content.
@@ -287,6 +320,17 @@ fn pool_section(out: &mut String, plan: &Plan, p: &PoolPlan) {
         let _ = writeln!(out, "The effective configuration does not change.\n");
     }
 
+    if let Some(c) = &p.class {
+        let against = if p.change == PoolChange::Added {
+            " (against the kubelet's defaults; the nodes' local config is not known here)"
+        } else {
+            ""
+        };
+        let _ = write!(out, "Disruption class{against}: ");
+        class_line(out, c, "");
+        out.push('\n');
+    }
+
     if !p.spec_diff.is_empty() {
         let _ = writeln!(out, "Pool settings:\n");
         fenced(out, "", &p.spec_diff);
@@ -388,6 +432,31 @@ fn disruptions(out: &mut String, list: &[Disruption], indent: &str) {
     }
 }
 
+/// `**drain** (the node is drained ...), because of:` and a line per field that makes it
+/// so, with why; a restart (every field's default) names no field.
+fn class_line(out: &mut String, c: &ChangeClass, indent: &str) {
+    let _ = write!(out, "**{}** ({})", c.class, c.class.meaning());
+    if c.class == Class::Restart {
+        let _ = writeln!(out, ".");
+        return;
+    }
+    let _ = writeln!(out, ", because of:");
+    for f in &c.fields {
+        let why = match &f.why {
+            Why::Override { field, file } => {
+                format!(
+                    "{} in {} sets {}",
+                    code(field),
+                    code(file),
+                    code(c.class.as_str())
+                )
+            }
+            other => markdown_text(&other.to_string()),
+        };
+        let _ = writeln!(out, "{indent}- {}: {why}", code(&f.field));
+    }
+}
+
 fn move_line(out: &mut String, p: &PoolPlan, m: &Move) {
     let n = plural(m.nodes.len(), "node", "nodes");
     let describe = |d: &Desired| match d {
@@ -414,6 +483,10 @@ fn move_line(out: &mut String, p: &PoolPlan, m: &Move) {
         if !m.disruptive.is_empty() {
             let _ = writeln!(out, "  Disruptive for these nodes:");
             disruptions(out, &m.disruptive, "  ");
+        }
+        if let Some(c) = &m.class {
+            let _ = write!(out, "  Disruption class for these nodes: ");
+            class_line(out, c, "  ");
         }
     } else if m.from == Desired::Local && m.to != Desired::Local {
         // Nothing to diff against: say so once per move.
@@ -540,6 +613,10 @@ mod tests {
                 new: Some("`static`".into()),
                 effect: "restarts pods",
             }],
+            class: Some(kubelet_gitops_core::disruption::classify(
+                ["cpuManagerPolicy"],
+                &Default::default(),
+            )),
             moves: vec![Move {
                 from: Desired::Local,
                 to: Desired::Config {
@@ -549,6 +626,7 @@ mod tests {
                 nodes: vec!["g1".into(), "g<2>|x".into()],
                 diff: Some(vec![change("maxPods", EVIL)]),
                 disruptive: Vec::new(),
+                class: None,
             }],
             overrides: vec![Override {
                 field: "maxPods".into(),

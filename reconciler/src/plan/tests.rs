@@ -353,7 +353,8 @@ fn markdown_shows_every_part_and_is_deterministic() {
     let gpu_new = &head.pool("gpu").unwrap().configmap_name;
     for want in [
         "## kubelet-gitops plan".to_string(),
-        "**2 pools change, 3 nodes; 1 field overridden by flags on 1 node; disruptive: cgroupDriver**".into(),
+        // cgroupDriver's built-in class is drain: the summary names the pool.
+        "**2 pools change, 3 nodes; 1 field overridden by flags on 1 node; disruptive: cgroupDriver; class drain: gpu**".into(),
         format!("| `gpu` | changed | `{gpu_old}` | `{gpu_new}` | 2 |"),
         "| `old` | removed |".into(),
         "### Pool `gpu` (changed)".into(),
@@ -361,6 +362,7 @@ fn markdown_shows_every_part_and_is_deterministic() {
         "maxPods: 100 -> 64".into(),
         "cgroupDriver: \"cgroupfs\" -> \"systemd\"".into(),
         "- `cgroupDriver` `\"cgroupfs\"` -> `\"systemd\"`: must match the container runtime's cgroup driver".into(),
+        "Disruption class: **drain** (the node is drained before the kubelet restarts), because of:\n- `cgroupDriver`: upstream's migration to another cgroup driver drains the node".into(),
         format!("- 2 nodes from `{gpu_old}` to `{gpu_new}`: g1, g2"),
         "| `maxPods` | `64` | `--max-pods` | `110` | g2 |".into(),
         "### Pool `old` (removed)".into(),
@@ -586,4 +588,192 @@ fn a_node_that_would_refuse_its_pools_config_is_an_error_naming_node_flag_and_me
     let ok = plan(None, &head, &[flagged(node("g1", "gpu"), "--max-pods=110")]);
     assert!(!ok.has_errors());
     assert_eq!(find(&ok, "gpu").overrides[0].nodes, ["g1"]);
+}
+
+fn with_settings(settings: &str, files: &[(&str, String)]) -> RenderedRepo {
+    let mut all = vec![(
+        "kubelet-gitops.yaml",
+        format!("apiVersion: kubelet-gitops.io/v1alpha1\nkind: RepoSettings\nspec:\n{settings}"),
+    )];
+    all.extend(files.iter().cloned());
+    repo(&all)
+}
+
+#[test]
+fn a_cpu_manager_policy_change_is_a_drain_because_of_that_field() {
+    use kubelet_gitops_core::disruption::{Class, Why};
+    let head = repo(&[
+        (
+            "pools/gpu.yaml",
+            pool_file(
+                "gpu",
+                GPU_SEL,
+                0,
+                "maxPods: 64\ncpuManagerPolicy: static\nreservedSystemCPUs: \"0\"",
+            ),
+        ),
+        (
+            "pools/cpu.yaml",
+            pool_file("cpu", CPU_SEL, 0, "evictionHard: {memory.available: 500Mi}"),
+        ),
+        (
+            "pools/old.yaml",
+            pool_file("old", "{matchLabels: {pool: old}}", 0, ""),
+        ),
+    ]);
+    let p = plan(Some(&base_repo()), &head, &nodes());
+    let gpu = find(&p, "gpu").class.clone().expect("gpu changes");
+    assert_eq!(gpu.class, Class::Drain);
+    let fields: Vec<&str> = gpu.fields.iter().map(|f| f.field.as_str()).collect();
+    assert_eq!(fields, ["cpuManagerPolicy", "reservedSystemCPUs"]);
+    assert!(matches!(gpu.fields[0].why, Why::Builtin(r) if r.contains("cpu_manager_state")));
+    // An eviction threshold restarts the kubelet, no more.
+    let cpu = find(&p, "cpu").class.clone().expect("cpu changes");
+    assert_eq!(cpu.class, Class::Restart);
+    // Unchanged and removed pools have no class.
+    assert_eq!(find(&p, "old").class, None);
+    let same = plan(Some(&base_repo()), &base_repo(), &nodes());
+    assert!(same.pools.iter().all(|p| p.class.is_none()));
+    assert!(
+        summary(&p).ends_with("; class drain: gpu"),
+        "{}",
+        summary(&p)
+    );
+    let md = to_markdown(&p);
+    for want in [
+        "Disruption class: **drain** (the node is drained before the kubelet restarts), because of:\n- `cpuManagerPolicy`: the kubelet refuses to start while cpu\\_manager\\_state",
+        "\n- `reservedSystemCPUs`: ",
+        "### Pool `cpu` (changed)",
+        "Disruption class: **restart** (the kubelet restarts, pods keep running).\n",
+    ] {
+        assert!(md.contains(want), "missing {want:?} in\n{md}");
+    }
+}
+
+#[test]
+fn an_override_moves_a_fields_class_in_the_plan() {
+    use kubelet_gitops_core::disruption::{Class, Why};
+    let files = |evict: &str| {
+        vec![
+            (
+                "pools/gpu.yaml",
+                pool_file("gpu", GPU_SEL, 0, "maxPods: 100"),
+            ),
+            ("pools/cpu.yaml", pool_file("cpu", CPU_SEL, 0, evict)),
+            (
+                "pools/old.yaml",
+                pool_file("old", "{matchLabels: {pool: old}}", 0, ""),
+            ),
+        ]
+    };
+    let settings = "  disruption:\n    classes: {evictionHard: drain}\n";
+    let base = with_settings(settings, &files(""));
+    let head = with_settings(settings, &files("evictionHard: {memory.available: 500Mi}"));
+    let p = plan(Some(&base), &head, &nodes());
+    let cpu = find(&p, "cpu").class.clone().expect("cpu changes");
+    assert_eq!(cpu.class, Class::Drain);
+    assert_eq!(
+        cpu.fields[0].why,
+        Why::Override {
+            field: "evictionHard".into(),
+            file: "kubelet-gitops.yaml".into()
+        }
+    );
+    let md = to_markdown(&p);
+    assert!(
+        md.contains("- `evictionHard.memory.available`: `evictionHard` in `kubelet-gitops.yaml` sets `drain`"),
+        "{md}"
+    );
+    // Without the override the same change is a restart; the settings' change is shown.
+    let p = plan(
+        Some(&base_repo()),
+        &repo(&files("evictionHard: {memory.available: 500Mi}")),
+        &nodes(),
+    );
+    assert_eq!(
+        find(&p, "cpu").class.as_ref().unwrap().class,
+        Class::Restart
+    );
+    let p = plan(Some(&base_repo()), &head, &nodes());
+    assert!(
+        p.settings
+            .iter()
+            .any(|c| c.to_string() == "disruption.classes: {} -> {evictionHard: drain}"),
+        "{:?}",
+        p.settings
+    );
+
+    // A pool's own class goes over the settings'.
+    let pool_own = format!(
+        "{}  disruption:\n    classes: {{evictionHard: restart-clear-state}}\n",
+        pool_file("cpu", CPU_SEL, 0, "evictionHard: {memory.available: 500Mi}")
+    );
+    let mut files = files("");
+    files[1].1 = pool_own;
+    let head = with_settings(settings, &files);
+    let p = plan(Some(&base), &head, &nodes());
+    assert_eq!(
+        find(&p, "cpu").class.as_ref().unwrap().class,
+        Class::RestartClearState
+    );
+}
+
+#[test]
+fn nodes_moving_between_pools_get_the_class_of_their_own_diff() {
+    use kubelet_gitops_core::disruption::Class;
+    // c1 moves from cpu (no policy) to gpu (static CPU policy): for it, a drain, though
+    // gpu's own change (maxPods) is a restart.
+    let base = repo(&[
+        (
+            "pools/gpu.yaml",
+            pool_file(
+                "gpu",
+                GPU_SEL,
+                0,
+                "maxPods: 100\ncpuManagerPolicy: static\nreservedSystemCPUs: \"0\"",
+            ),
+        ),
+        ("pools/cpu.yaml", pool_file("cpu", CPU_SEL, 0, "")),
+    ]);
+    let head = repo(&[
+        (
+            "pools/gpu.yaml",
+            pool_file(
+                "gpu",
+                "{matchExpressions: [{key: pool, operator: In, values: [gpu, cpu]}]}",
+                1,
+                "maxPods: 64\ncpuManagerPolicy: static\nreservedSystemCPUs: \"0\"",
+            ),
+        ),
+        ("pools/cpu.yaml", pool_file("cpu", CPU_SEL, 0, "")),
+    ]);
+    let p = plan(Some(&base), &head, &nodes());
+    let gpu = find(&p, "gpu");
+    assert_eq!(gpu.class.as_ref().unwrap().class, Class::Restart);
+    let from_cpu = gpu
+        .moves
+        .iter()
+        .find(|m| m.nodes == ["c1"])
+        .expect("c1 moves to gpu");
+    let class = from_cpu.class.as_ref().expect("a diff between pools");
+    assert_eq!(class.class, Class::Drain);
+    let fields: Vec<&str> = class.fields.iter().map(|f| f.field.as_str()).collect();
+    assert_eq!(fields, ["cpuManagerPolicy", "reservedSystemCPUs"]);
+    // Nodes of the pool's own old ConfigMap take the pool's class; no class of their own.
+    assert!(
+        gpu.moves
+            .iter()
+            .filter(|m| m.nodes != ["c1"])
+            .all(|m| m.class.is_none())
+    );
+    let md = to_markdown(&p);
+    assert!(
+        md.contains("  Disruption class for these nodes: **drain** (the node is drained before the kubelet restarts), because of:\n  - `cpuManagerPolicy`: "),
+        "{md}"
+    );
+    assert!(
+        summary(&p).ends_with("; class drain: gpu"),
+        "{}",
+        summary(&p)
+    );
 }

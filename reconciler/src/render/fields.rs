@@ -18,15 +18,7 @@ pub(super) fn join_path(prefix: &str, rel: &str) -> String {
     }
 }
 
-/// Whether the field path `path` is `ancestor` or lies under it
-/// (`featureGates.CPUManager` is within `featureGates`; `kubeReservedCgroup` is not
-/// within `kubeReserved`).
-pub fn is_within(path: &str, ancestor: &str) -> bool {
-    path == ancestor
-        || path
-            .strip_prefix(ancestor)
-            .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
-}
+pub use kubelet_gitops_core::decode::is_within;
 
 /// `value` without the object members that are `null` (in nested objects too, not in
 /// lists): in a JSON merge patch they remove the field, so they are not values to check.

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use kubelet_gitops_core::decode::{self, Position, SourceMap, join_key};
+use kubelet_gitops_core::disruption::Overrides;
 use kubelet_gitops_core::effective::merge_patch;
 use kubelet_gitops_core::types::{self as kubelet_types, KubeletConfiguration};
 use kubelet_gitops_core::validation::{self, HostInfo};
@@ -30,6 +31,10 @@ pub struct RenderedPool {
     /// `kubelet-<pool>-<hash>`: [`kubelet_gitops_core::protocol::configmap_name`] of
     /// `rendered`.
     pub configmap_name: String,
+    /// The disruption classes the repository gives fields for this pool (the settings',
+    /// the pool's own over them); the built-in ones apply to every other field. Not part
+    /// of the ConfigMap's content or name.
+    pub disruption: Overrides,
 }
 
 /// `base/kubelet.yaml`, decoded and checked: the object every pool's config starts from.
@@ -167,6 +172,7 @@ pub(super) fn render_pool(
         rendered,
         config,
         configmap_name,
+        disruption: doc.disruption,
     })
 }
 

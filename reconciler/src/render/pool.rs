@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 
 use kubelet_gitops_core::decode::{self, SourceMap, join_index, join_key};
+use kubelet_gitops_core::disruption::Overrides;
 use kubelet_gitops_core::names::{self, Wording, label_key_errors, label_value_errors};
 use kubelet_gitops_core::types::KubeletConfiguration;
 use serde::Deserialize;
@@ -34,6 +35,9 @@ pub(super) struct PoolDoc {
     /// `kubelet` decoded, its `null`s left out: the pool's config when the base sets
     /// nothing.
     pub config: KubeletConfiguration,
+    /// The disruption classes in force for the pool: the settings', then the pool's own
+    /// `spec.disruption.classes` over them.
+    pub disruption: Overrides,
 }
 
 /// The document's shape (its fields and, of each, whether it is a scalar): decoded from
@@ -71,6 +75,8 @@ struct SpecDoc {
     _rollout: Option<IgnoredAny>,
     #[serde(rename = "kubelet")]
     _kubelet: Option<IgnoredAny>,
+    #[serde(rename = "disruption")]
+    _disruption: Option<IgnoredAny>,
 }
 
 /// Decodes and checks the pool file `path`. `None` when anything is wrong (every problem
@@ -125,6 +131,13 @@ pub(super) fn decode(
     let node_selector = take(&mut spec_value, "nodeSelector");
     let rollout = take(&mut spec_value, "rollout");
     let kubelet = take(&mut spec_value, "kubelet");
+    let disruption = take(&mut spec_value, "disruption").map_or_else(
+        || settings.disruption.clone(),
+        |v| {
+            let own = super::disruption::decode(path, &map, "spec.disruption", &v, errors);
+            settings.disruption.overlaid(&own)
+        },
+    );
 
     let selector = match node_selector.as_ref() {
         None => {
@@ -186,6 +199,7 @@ pub(super) fn decode(
         kubelet,
         map,
         config,
+        disruption,
     })
 }
 

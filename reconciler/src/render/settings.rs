@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 use kubelet_gitops_core::decode::{self, Position, SourceMap, join_index, join_key};
+use kubelet_gitops_core::disruption::Overrides;
 use kubelet_gitops_core::names;
 use kubelet_gitops_core::types::KubeletConfiguration;
 use serde::Deserialize;
@@ -48,6 +49,9 @@ pub struct RepoSettings {
     pub exclude: Vec<String>,
     /// What pools may not do.
     pub policy: Policy,
+    /// The disruption class of fields, over the built-in ones (`spec.disruption.classes`);
+    /// a pool's own go over these.
+    pub disruption: Overrides,
 }
 
 impl Default for RepoSettings {
@@ -60,6 +64,7 @@ impl Default for RepoSettings {
             include: vec!["**".to_string()],
             exclude: Vec::new(),
             policy: Policy::default(),
+            disruption: Overrides::default(),
         }
     }
 }
@@ -105,6 +110,7 @@ struct SettingsSpec {
     keep_config_maps: Option<usize>,
     rollout: Option<Value>,
     policy: Option<PolicyDoc>,
+    disruption: Option<Value>,
 }
 
 #[derive(Deserialize, Default)]
@@ -215,6 +221,10 @@ pub(super) fn decode(
         }
     }
 
+    if let Some(v) = &spec.disruption {
+        settings.disruption = super::disruption::decode(path, &map, "spec.disruption", v, errors);
+    }
+
     let mut problems = Vec::new();
     for (list, globs) in [("include", &spec.include), ("exclude", &spec.exclude)] {
         let count = globs.as_ref().map_or(0, Vec::len);
@@ -254,7 +264,7 @@ pub(super) fn decode(
 
 /// A KubeletConfiguration field path as the policy names it: non-empty, its first
 /// segment a field of the config (misspellings get the closest field).
-fn check_field_path(file: &str, field: &str) -> Result<(), String> {
+pub(super) fn check_field_path(file: &str, field: &str) -> Result<(), String> {
     let top = field.split(['.', '[']).next().unwrap_or_default();
     if top.is_empty() {
         return Err(format!(

@@ -1094,3 +1094,117 @@ fn the_cache_renders_only_what_changed() {
         "nothing changed since the last good one"
     );
 }
+
+const DISRUPTION_SETTINGS: &str = "\
+apiVersion: kubelet-gitops.io/v1alpha1
+kind: RepoSettings
+spec:
+  disruption:
+    classes:
+      evictionHard: drain
+      cpuManagerPolicy: restart-clear-state
+";
+
+#[test]
+fn disruption_classes_of_the_settings_and_a_pool_are_decoded() {
+    use kubelet_gitops_core::disruption::{Class, class_of};
+    let gpu = format!(
+        "{GPU}  disruption:\n    classes:\n      evictionHard: restart\n      featureGates.MemoryQoS: drain\n"
+    );
+    let r = ok(&source(&[
+        ("kubelet-gitops.yaml", DISRUPTION_SETTINGS),
+        ("pools/gpu.yaml", &gpu),
+        ("pools/general.yaml", GENERAL),
+    ]));
+    let classes: Vec<(String, Class, String)> = r
+        .settings
+        .disruption
+        .iter()
+        .map(|(f, c, s)| (f.to_string(), c, s.file.clone()))
+        .collect();
+    assert_eq!(
+        classes,
+        [
+            (
+                "cpuManagerPolicy".to_string(),
+                Class::RestartClearState,
+                "kubelet-gitops.yaml".to_string()
+            ),
+            (
+                "evictionHard".to_string(),
+                Class::Drain,
+                "kubelet-gitops.yaml".to_string()
+            ),
+        ]
+    );
+    // The general pool has the settings' classes; gpu its own over them.
+    let general = &r.pool("general").unwrap().disruption;
+    assert_eq!(
+        class_of("evictionHard.memory.available", general).0,
+        Class::Drain
+    );
+    let gpu = &r.pool("gpu").unwrap().disruption;
+    assert_eq!(
+        class_of("evictionHard.memory.available", gpu).0,
+        Class::Restart
+    );
+    assert_eq!(class_of("featureGates.MemoryQoS", gpu).0, Class::Drain);
+    assert_eq!(
+        class_of("cpuManagerPolicy", gpu).0,
+        Class::RestartClearState
+    );
+    // Without any, the pools have none (and the built-in classes apply).
+    assert!(
+        ok(&source(&full()))
+            .pool("gpu")
+            .unwrap()
+            .disruption
+            .is_empty()
+    );
+}
+
+#[test]
+fn a_bad_disruption_class_names_the_file_line_and_field() {
+    let s = "\
+apiVersion: kubelet-gitops.io/v1alpha1
+kind: RepoSettings
+spec:
+  disruption:
+    classes:
+      evictonHard: drain
+      maxPods: drian
+      cpuManagerPolicy: restart
+      systemReserved: restart
+      topologyManagerPolicy: restart
+";
+    let e = errors(&source(&[
+        ("kubelet-gitops.yaml", s),
+        ("pools/general.yaml", GENERAL),
+    ]));
+    for want in [
+        "kubelet-gitops.yaml:6:7: spec.disruption.classes.evictonHard: \"evictonHard\" is not a KubeletConfiguration field (did you mean `evictionHard`?)",
+        "kubelet-gitops.yaml:7:7: spec.disruption.classes.maxPods: unknown disruption class \"drian\" (did you mean `drain`?): expected one of `restart`, `restart-clear-state`, `drain`",
+        "kubelet-gitops.yaml:8:7: spec.disruption.classes.cpuManagerPolicy: cpuManagerPolicy cannot be `restart`: a change of cpuManagerPolicy makes the kubelet's CPU or memory manager state file stale",
+        "kubelet-gitops.yaml:9:7: spec.disruption.classes.systemReserved: systemReserved cannot be `restart`: a change of systemReserved.cpu makes",
+    ] {
+        assert!(e.contains(want), "missing {want:?} in\n{e}");
+    }
+    // The topology manager keeps no state file: a restart is allowed.
+    assert!(!e.contains("topologyManagerPolicy"), "{e}");
+    assert_eq!(e.lines().count(), 4, "{e}");
+
+    // In a pool file, and an unknown key under spec.disruption.
+    let gpu = format!("{GPU}  disruption:\n    clases: {{maxPods: drain}}\n");
+    let e = errors(&source(&[("pools/gpu.yaml", &gpu)]));
+    assert!(
+        e.contains("pools/gpu.yaml:18:5: spec.disruption.clases: unknown field \"clases\"")
+            && e.contains("did you mean `classes`?"),
+        "{e}"
+    );
+    let gpu = format!("{GPU}  disruption:\n    classes:\n      reservedMemory: 3\n");
+    let e = errors(&source(&[("pools/gpu.yaml", &gpu)]));
+    assert!(
+        e.contains("pools/gpu.yaml:19:7: spec.disruption.classes.reservedMemory: wrong type"),
+        "{e}"
+    );
+}

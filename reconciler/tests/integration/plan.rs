@@ -144,7 +144,7 @@ fn a_plan_lists_diffs_names_nodes_overrides_and_disruptions() {
     for want in [
         format!("Base `{base_id}` -> head `{head_id}`"),
         // The one-line summary comes first.
-        "**2 pools change, 3 nodes; 1 field overridden by flags on 1 node; disruptive: cpuManagerPolicy, reservedSystemCPUs**".to_string(),
+        "**2 pools change, 3 nodes; 1 field overridden by flags on 1 node; disruptive: cpuManagerPolicy, reservedSystemCPUs; class drain: gpu**".to_string(),
         format!("| `gpu` | changed | `{gpu_old}` | `{gpu_new}` | 2 |"),
         format!("| `batch` | added | - | `{batch}` | 1 |"),
         format!("| `general` | unchanged | `{general}` | `{general}` | 0 |"),
@@ -164,6 +164,11 @@ fn a_plan_lists_diffs_names_nodes_overrides_and_disruptions() {
         // What the disruptive fields disrupt.
         "- `cpuManagerPolicy` `\"none\"` -> `\"static\"`: the kubelet refuses to start while its CPU manager state file (/var/lib/kubelet/cpu_manager_state)".into(),
         "- `reservedSystemCPUs` `(unset)` -> `\"0-1\"`:".into(),
+        // The class of gpu's change, and the fields that make it a drain.
+        "Disruption class: **drain** (the node is drained before the kubelet restarts), because of:\n- `cpuManagerPolicy`: ".into(),
+        "\n- `reservedSystemCPUs`: under the static policy".into(),
+        // cpu-1 moves from general to batch: its own diff is a restart.
+        "  Disruption class for these nodes: **restart** (the kubelet restarts, pods keep running).".into(),
     ] {
         assert!(md.contains(&want), "missing {want:?} in\n{md}");
     }
