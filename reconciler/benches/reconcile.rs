@@ -19,6 +19,9 @@
 //!   upstream binaries this column is skipped, with a line saying why, unless
 //!   `KUBELET_GITOPS_E2E_REQUIRE=1` (then it is a failure).
 //!
+//! The repository is served by `git daemon` on a loopback port (`git://`), as a network
+//! remote: the reconciler lists its refs at each poll and pushes its status notes to it.
+//!
 //! On each server:
 //! 1. Initial rollout: every pool at maxUnavailable 100%, canary 0.
 //! 2. Idle: polls that find no new commit (since issue 15 no reconcile follows while
