@@ -23,7 +23,7 @@ use kubelet_gitops_core::effective::Effective;
 use kubelet_gitops_core::node_setup::{NodeSetup, Refusal, Verdict};
 use kubelet_gitops_core::protocol::{ConfigRef, DESIRED_CONFIG};
 
-use crate::model::{self, NodeInfo};
+use crate::model::NodeInfo;
 use crate::render::{RenderedPool, RenderedRepo};
 
 /// Node names listed in one message at most; the rest are counted.
@@ -166,7 +166,7 @@ pub fn check_pool(pool: &RenderedPool, nodes: &[&NodeInfo]) -> PoolCheck {
     out
 }
 
-/// What checking a whole commit against the cluster's nodes found ([`check_commit`]).
+/// What checking a whole commit against the cluster's nodes found ([`check_selected`]).
 #[derive(Debug, Clone, Default)]
 pub struct CommitCheck {
     /// The nodes that would refuse their pool's config, per pool and set-up.
@@ -179,32 +179,12 @@ pub struct CommitCheck {
     pub reached: usize,
 }
 
-/// Checks every pool of `rendered` (its ConfigMaps in `namespace`) against the `nodes` it
-/// would reach: those its pools select (overlaps excepted, as the rollout leaves them
-/// alone) whose desired config is not already the pool's ConfigMap. A node that runs or
-/// is being given that config already is not checked again.
-pub fn check_commit(rendered: &RenderedRepo, namespace: &str, nodes: &[NodeInfo]) -> CommitCheck {
-    let assignment = model::assign(&rendered.specs(), nodes);
-    let by_name: BTreeMap<&str, &NodeInfo> = nodes.iter().map(|n| (n.name.as_str(), n)).collect();
-    let selected: Vec<Vec<&NodeInfo>> = rendered
-        .pools
-        .iter()
-        .map(|pool| {
-            assignment
-                .pools
-                .get(&pool.spec.name)
-                .into_iter()
-                .flatten()
-                .filter_map(|n| by_name.get(n.as_str()).copied())
-                .collect()
-        })
-        .collect();
-    check_selected(rendered, namespace, &selected)
-}
-
-/// [`check_commit`] with the nodes each pool of `rendered` selects already found:
-/// `selected[i]` for `rendered.pools[i]` (the reconciler finds them in its fleet by the
-/// label index, without copying a node: [`crate::fleet::Fleet::selected_by`]).
+/// Checks every pool of `rendered` (its ConfigMaps in `namespace`) against the nodes it
+/// would reach: `selected[i]`, the nodes `rendered.pools[i]` selects (overlaps excepted,
+/// as the rollout leaves them alone; the reconciler finds them in its fleet by the label
+/// index, without copying a node: [`crate::fleet::Fleet::selected_by`]), less those whose
+/// desired config is already the pool's ConfigMap: a node that runs or is being given
+/// that config already is not checked again.
 pub fn check_selected(
     rendered: &RenderedRepo,
     namespace: &str,
@@ -253,8 +233,30 @@ mod tests {
     use kubelet_gitops_core::inventory::Inventory;
 
     use super::*;
+    use crate::model;
     use crate::render::{self, RenderOptions};
     use crate::source::MemorySource;
+
+    /// [`check_selected`] over `nodes`, each pool's found by the whole-fleet assignment.
+    fn check_commit(rendered: &RenderedRepo, namespace: &str, nodes: &[NodeInfo]) -> CommitCheck {
+        let assignment = model::assign(&rendered.specs(), nodes);
+        let by_name: BTreeMap<&str, &NodeInfo> =
+            nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+        let selected: Vec<Vec<&NodeInfo>> = rendered
+            .pools
+            .iter()
+            .map(|pool| {
+                assignment
+                    .pools
+                    .get(&pool.spec.name)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|n| by_name.get(n.as_str()).copied())
+                    .collect()
+            })
+            .collect();
+        check_selected(rendered, namespace, &selected)
+    }
 
     fn pool(kubelet: &str) -> RenderedPool {
         let src = MemorySource::new([(

@@ -3,7 +3,7 @@
 //! unsigned commit, or one signed by a key the trust files do not list, is rejected like
 //! one that does not validate, before anything of it is rendered), rendered and
 //! validated on the blocking pool, then checked against the nodes it would reach
-//! ([`crate::nodecheck::check_commit`], before anything of it is published), or rejected
+//! ([`crate::nodecheck::check_selected`], before anything of it is published), or rejected
 //! (logged once, in one line with the error count and the first errors of each file, kept
 //! in [`SyncState`](crate::state::SyncState) for `/readyz` and the commit statuses) while
 //! the last valid commit stays in force. A commit some nodes would refuse is held and
@@ -216,7 +216,7 @@ impl Controller {
     }
 
     /// Checks `desired` against the nodes it would reach, as their agents will
-    /// ([`nodecheck::check_commit`]): true when none would refuse it. Otherwise the
+    /// ([`nodecheck::check_selected`]): true when none would refuse it. Otherwise the
     /// commit is rejected (status `error`, `/readyz`), each refusal naming the pool file,
     /// the node, the kubelet flag and the kubelet's message; logged once per outcome, with
     /// the count. `first`: the commit's first check (the nodes not checked are logged
