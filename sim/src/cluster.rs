@@ -17,7 +17,7 @@ pub use churn::StatusChurn;
 use crate::faults::FaultConfig;
 use crate::kubelet::{
     KubeletHandle, KubeletOptions, KubeletPaths, KubeletSpec, Kubelets, NodeApi, NodeStatus,
-    control_router, initial_effective_config, node_object_with,
+    ReservedPort, control_router, initial_effective_config, node_object_with,
 };
 use crate::reqlog::RequestLog;
 use crate::resources::kinds;
@@ -168,15 +168,15 @@ impl Sim {
         let mut specs = Vec::new();
         let mut shapes = std::collections::HashMap::new();
         for (index, node) in inventory.nodes.iter().enumerate() {
-            let port = if run_kubelets {
-                let l = std::net::TcpListener::bind(("127.0.0.1", 0))
-                    .map_err(io_err("reserving a kubelet port"))?;
-                l.local_addr()
-                    .map_err(io_err("reserving a kubelet port"))?
-                    .port()
+            // Reserved for the node's life: no other socket takes it while it is down.
+            let reserved = if run_kubelets {
+                Some(Arc::new(
+                    ReservedPort::reserve(0).map_err(io_err("reserving a kubelet port"))?,
+                ))
             } else {
-                DEFAULT_KUBELET_PORT
+                None
             };
+            let port = reserved.as_ref().map_or(DEFAULT_KUBELET_PORT, |r| r.port());
             // Nodes with the same flags and capacity start with the same config, capacity
             // and allocatable: computed once (a generated fleet has a handful).
             let (capacity, allocatable) = shapes
@@ -201,7 +201,7 @@ impl Sim {
             store
                 .create(kinds::nodes(), None, obj, &opts)
                 .map_err(|e| SimError::Node(format!("creating node {}: {e}", node.name)))?;
-            if run_kubelets {
+            if let Some(port) = reserved {
                 let paths = KubeletPaths::new(&node_root(&workdir, &node.name));
                 paths.prepare(node, cgroup_v2).map_err(SimError::Node)?;
                 specs.push(KubeletSpec {

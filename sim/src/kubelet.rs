@@ -57,6 +57,7 @@ mod handle;
 mod node;
 pub mod noderoot;
 mod paths;
+mod port;
 mod process;
 pub mod runtime;
 mod serve;
@@ -75,6 +76,7 @@ pub use node::{
     ready_status, reported_capacity, rfc3339,
 };
 pub use paths::{KubeletPaths, kubeadm_flags_env};
+pub use port::ReservedPort;
 pub use process::{ProcessOptions, run_process};
 pub use startup::{V1_CONTROLLERS, cgroup_name_repr};
 

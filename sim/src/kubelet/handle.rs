@@ -11,7 +11,7 @@ use serde::Serialize;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::supervisor::Supervisor;
-use super::{KubeletOptions, KubeletPaths, NodeApi, node, runtime};
+use super::{KubeletOptions, KubeletPaths, NodeApi, ReservedPort, node, runtime};
 
 /// Where a stand-in kubelet is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -64,8 +64,8 @@ pub struct KubeletSpec {
     pub index: usize,
     /// Its files.
     pub paths: KubeletPaths,
-    /// Its port on 127.0.0.1; 0 picks a free one (kept across restarts).
-    pub port: u16,
+    /// Its port on 127.0.0.1, reserved for the node's life (kept across restarts).
+    pub port: Arc<ReservedPort>,
     /// Timings and host facts.
     pub options: KubeletOptions,
 }
@@ -94,23 +94,13 @@ impl std::fmt::Debug for KubeletHandle {
     }
 }
 
-/// Picks a free port on 127.0.0.1.
-fn free_port() -> std::io::Result<u16> {
-    let l = std::net::TcpListener::bind(("127.0.0.1", 0))?;
-    Ok(l.local_addr()?.port())
-}
-
 impl KubeletHandle {
     /// Starts the stand-in kubelet for `spec`, talking to the API server through `api`,
     /// and the node's container runtime socket ([`runtime::RuntimeSocket`], listening
     /// until the stand-in ends). Returns at once; see [`KubeletHandle::settled`] to wait
     /// for the first start. Must be called within a tokio runtime.
     pub fn spawn(spec: KubeletSpec, api: NodeApi) -> std::io::Result<KubeletHandle> {
-        let port = if spec.port == 0 {
-            free_port()?
-        } else {
-            spec.port
-        };
+        let port = spec.port.port();
         let runtime = runtime::RuntimeSocket::listen(&spec.paths.containerd_socket)?;
         let initial = KubeletState {
             node: spec.node.name.clone(),
@@ -133,7 +123,7 @@ impl KubeletHandle {
                 commands: cmd_tx,
             }),
         };
-        let sup = Supervisor::new(spec, port, api, state_tx, runtime);
+        let sup = Supervisor::new(spec, api, state_tx, runtime);
         tokio::spawn(sup.run(cmd_rx));
         Ok(handle)
     }

@@ -3,13 +3,17 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde_json::Value;
 
 use kubelet_gitops_core::atomic::write_atomic;
 use kubelet_gitops_core::inventory::InventoryNode;
 
-use super::{HttpTarget, Kind, KubeletHandle, KubeletOptions, KubeletPaths, KubeletSpec, NodeApi};
+use super::{
+    HttpTarget, Kind, KubeletHandle, KubeletOptions, KubeletPaths, KubeletSpec, NodeApi,
+    ReservedPort,
+};
 
 /// Options of a stand-in kubelet running as its own process.
 #[derive(Debug, Clone)]
@@ -66,7 +70,10 @@ pub async fn run_process(opts: ProcessOptions) -> anyhow::Result<()> {
             node,
             index,
             paths: paths.clone(),
-            port: opts.port,
+            port: Arc::new(
+                ReservedPort::reserve(opts.port)
+                    .with_context(|| format!("reserving port {} on 127.0.0.1", opts.port))?,
+            ),
             options: opts.options,
         },
         api,

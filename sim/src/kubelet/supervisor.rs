@@ -86,7 +86,6 @@ impl Supervisor {
     /// The supervisor of a stand-in that has not started yet (down since now).
     pub(super) fn new(
         spec: KubeletSpec,
-        port: u16,
         api: NodeApi,
         state: watch::Sender<KubeletState>,
         runtime: runtime::RuntimeSocket,
@@ -96,7 +95,7 @@ impl Supervisor {
                 path: spec.paths.log.clone(),
             },
             name: spec.node.name.clone(),
-            port,
+            port: spec.port.port(),
             spec,
             api,
             state,
@@ -142,7 +141,7 @@ impl Supervisor {
             };
             let outcome = startup::start(&input);
             let next = match outcome {
-                Ok(started) => match TcpListener::bind(("127.0.0.1", self.port)).await {
+                Ok(started) => match self.spec.port.listen() {
                     Ok(listener) => {
                         self.running(started, listener, &mut commands, &mut waiters)
                             .await
