@@ -10,11 +10,16 @@
 //! the reconciler's benchmark creates them: [`Sim::start`] with the inventory and no
 //! stand-in kubelets. Then, over HTTP with each client's User-Agent, what a rollout
 //! writes to every Node: the reconciler's annotations (a merge patch), and the agent's
-//! report (a merge patch of its annotations and a strategic merge patch of its status
-//! condition). Then one round of status churn (each Node's kubelet heartbeat,
-//! [`StatusChurn`], at 5,000 reports a second). Memory is this process's VmRSS less its VmRSS before the sim started,
-//! divided by the number of Nodes; the clients run in this process too, with next to
-//! nothing of their own kept between requests.
+//! report (its annotations and its status condition in one strategic merge patch of
+//! `nodes/status`, as the agent writes them). Then one round of status churn (each Node's
+//! kubelet heartbeat, [`StatusChurn`], at 5,000 reports a second). Then the fleet at
+//! rest: the kubelets' own churn (one report per Node every 5 minutes) for longer than the
+//! watch history keeps events for their freshness, so the history is what it is in a
+//! steady cluster. Memory is this process's VmRSS less its VmRSS before the sim started,
+//! divided by the number of Nodes, and the live heap (bytes allocated and not freed,
+//! counted by the allocator) per Node; the clients run in this process too, with next
+//! to nothing of their own kept between requests. The allocator is the sim binary's
+//! (mimalloc).
 
 use std::time::{Duration, Instant};
 
@@ -24,10 +29,18 @@ mod memory;
 use anyhow::Context as _;
 use futures::{StreamExt as _, stream};
 use kube::api::{Patch, PatchParams};
+use cap::Cap;
 use kubelet_gitops_sim::cluster::{Sim, SimConfig, StatusChurn};
 use kubelet_gitops_sim::fleet::eks_inventory;
+use kubelet_gitops_sim::store::HISTORY_FRESHNESS;
 use memory::Memory;
+use mimalloc::MiMalloc;
 use serde_json::json;
+
+/// The sim binary's allocator, counting the bytes in use (the `cap` crate: the workspace
+/// forbids `unsafe`).
+#[global_allocator]
+static ALLOC: Cap<MiMalloc> = Cap::new(MiMalloc, usize::MAX);
 
 /// Nodes unless `--nodes` or the environment says otherwise.
 const DEFAULT_NODES: usize = 100_000;
@@ -89,9 +102,9 @@ async fn main() -> anyhow::Result<()> {
     rollout(&reconciler, &agent, &names).await?;
     let took = t.elapsed();
     report.line(format!(
-        "rollout: 3 writes to each of {nodes} Nodes over HTTP in {} ({:.0} writes/s)",
+        "rollout: 2 writes to each of {nodes} Nodes over HTTP in {} ({:.0} writes/s)",
         secs(took),
-        3.0 * nodes as f64 / took.as_secs_f64()
+        2.0 * nodes as f64 / took.as_secs_f64()
     ));
     report.memory("after the rollout", &Memory::read()?, Some(&baseline));
 
@@ -116,6 +129,18 @@ async fn main() -> anyhow::Result<()> {
         &Memory::read()?,
         Some(&baseline),
     );
+
+    // At rest: the kubelets' own churn, until every event of the rollout and the churn
+    // round is older than the history keeps events for their freshness.
+    let rest = HISTORY_FRESHNESS + Duration::from_secs(15);
+    sim.set_status_churn(StatusChurn::KUBELETS);
+    tokio::time::sleep(rest).await;
+    report.memory(
+        &format!("at rest ({} s of the kubelets' churn)", rest.as_secs()),
+        &Memory::read()?,
+        Some(&baseline),
+    );
+    sim.set_status_churn(StatusChurn::Off);
 
     report.section("requests served, per client (the sim's request log)");
     for ((client, verb, resource), n) in sim.request_log().counts_by_client() {
@@ -170,7 +195,7 @@ async fn full_list(sim: &Sim, metadata: bool) -> anyhow::Result<usize> {
 }
 
 /// What a rollout writes to each Node, `CONCURRENCY` Nodes at a time: the reconciler's
-/// annotations, then the agent's annotations and its status condition.
+/// annotations, then the agent's annotations and its status condition in one write.
 async fn rollout(
     reconciler: &kube::Client,
     agent: &kube::Client,
@@ -189,16 +214,14 @@ async fn rollout(
                 "kubelet-gitops.io/pool": pool,
             }}});
             send(reconciler, nodes.patch(name, &pp, &Patch::Merge(&assign))?).await?;
+            let now = kubelet_gitops_sim::store::now_rfc3339();
             let report = json!({"metadata": {"annotations": {
                 "kubelet-gitops.io/current-config": desired,
                 "kubelet-gitops.io/last-known-good": desired,
                 "kubelet-gitops.io/state": "Done",
                 "kubelet-gitops.io/observed-config": desired,
                 "kubelet-gitops.io/node-setup": r#"{"configFlags":{"config":"/var/lib/kubelet/config.yaml","configDir":"/etc/kubernetes/kubelet.conf.d"},"dropIns":[],"mode":"drop-in","runtimeCgroupDriver":"systemd","cgroupVersion":"v2"}"#,
-            }}});
-            send(agent, nodes.patch(name, &pp, &Patch::Merge(&report))?).await?;
-            let now = kubelet_gitops_sim::store::now_rfc3339();
-            let condition = json!({"status": {"conditions": [{
+            }}, "status": {"conditions": [{
                 "type": "KubeletConfigReady",
                 "status": "True",
                 "reason": "Done",
@@ -208,7 +231,7 @@ async fn rollout(
             }]}});
             send(
                 agent,
-                nodes.patch_subresource("status", name, &pp, &Patch::Strategic(&condition))?,
+                nodes.patch_subresource("status", name, &pp, &Patch::Strategic(&report))?,
             )
             .await
         })
@@ -239,6 +262,8 @@ fn mib(kib: usize) -> String {
 struct Report {
     nodes: usize,
     lines: Vec<String>,
+    /// Bytes allocated when the report began (the baseline).
+    live_base: usize,
 }
 
 impl Report {
@@ -246,6 +271,7 @@ impl Report {
         Report {
             nodes,
             lines: Vec::new(),
+            live_base: ALLOC.allocated(),
         }
     }
 
@@ -261,10 +287,12 @@ impl Report {
     fn memory(&mut self, what: &str, m: &Memory, baseline: Option<&Memory>) {
         let per_node = baseline.map_or(String::new(), |b| {
             let delta = m.rss_kib.saturating_sub(b.rss_kib);
+            let live = ALLOC.allocated().saturating_sub(self.live_base) as f64 / 1024.0;
             format!(
-                "  +{} over baseline, {:.2} KiB per Node",
+                "  +{} over baseline, {:.2} KiB per Node (live heap {:.2} KiB per Node)",
                 mib(delta),
-                delta as f64 / self.nodes as f64
+                delta as f64 / self.nodes as f64,
+                live / self.nodes as f64
             )
         });
         self.lines.push(format!(

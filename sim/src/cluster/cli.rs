@@ -368,7 +368,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if sim.kubelets().is_empty() {
         println!(
             "nodes:       {} (no stand-in kubelets, status churn {status_churn})",
-            sim.inventory().nodes.len()
+            sim.node_count()
         );
     }
     for (name, k) in sim.kubelets() {

@@ -132,7 +132,7 @@ pub fn node_context(sim: &Sim) -> NodeContext {
 /// The sim's initial config (as `initial_config_yaml` writes it) with `maxPods: max_pods`
 /// and the lines of `extra` appended.
 pub fn config(sim: &Sim, max_pods: u32, extra: &str) -> String {
-    let node = &sim.inventory().nodes[0];
+    let node = &sim.inventory().expect("the sim runs kubelets").nodes[0];
     let base = kubelet_gitops_sim::kubelet::initial_config_yaml(node, cgroup_v2(sim));
     let mut out: String = base
         .lines()
