@@ -32,6 +32,8 @@ fn targets<'a>(specs: &'a [PoolSpec], names: &[String]) -> Vec<PoolTarget<'a>> {
             spec,
             target: cm(name),
             target_created: Some("2026-01-01T00:00:00Z".into()),
+            class: None,
+            wave_opened: None,
         })
         .collect()
 }
@@ -74,7 +76,7 @@ fn a_heartbeat_is_not_news_and_plans_nothing_again() {
     let b = node("b").labels(&[("pool", "cpu")]).build();
     assert!(show(&mut fleet, &a, now));
     assert!(show(&mut fleet, &b, now));
-    fleet.plan();
+    fleet.plan(jiff::Timestamp::UNIX_EPOCH);
     assert_eq!(fleet.marked_pools(), 0);
     // The same node again (a status heartbeat: only its resourceVersion moved).
     assert!(!show(&mut fleet, &a, now), "nothing kept changed");
@@ -84,13 +86,13 @@ fn a_heartbeat_is_not_news_and_plans_nothing_again() {
     a2.annotations.insert(STATE, State::Applying.as_str());
     assert!(show(&mut fleet, &a2, now));
     assert_eq!(fleet.marked_pools(), 1);
-    fleet.plan();
+    fleet.plan(jiff::Timestamp::UNIX_EPOCH);
     // A label change moves it: both pools plan again, no other.
     let mut a3 = a2.clone();
     a3.labels.insert("pool", "cpu");
     assert!(show(&mut fleet, &a3, now));
     assert_eq!(fleet.marked_pools(), 2);
-    let plan = fleet.plan();
+    let plan = fleet.plan(jiff::Timestamp::UNIX_EPOCH);
     let cpu = plan.pools.iter().find(|p| p.pool == "cpu").unwrap();
     assert_eq!(cpu.nodes, 2);
 }
@@ -108,14 +110,19 @@ fn a_new_config_plans_only_its_pool_again() {
             .build();
         show(&mut fleet, &n, now);
     }
-    fleet.plan();
+    fleet.plan(jiff::Timestamp::UNIX_EPOCH);
     names[7] = "kubelet-p7-2".into();
     fleet.set_pools(NS, &targets(&specs, &names));
     assert_eq!(fleet.marked_pools(), 1);
-    let plan = fleet.plan();
+    let plan = fleet.plan(jiff::Timestamp::UNIX_EPOCH);
     assert_eq!(
         plan,
-        plan_rollout(NS, &targets(&specs, &names), &fleet.snapshot())
+        plan_rollout(
+            NS,
+            &targets(&specs, &names),
+            &fleet.snapshot(),
+            jiff::Timestamp::UNIX_EPOCH
+        )
     );
     // A changed selector places every node again.
     let mut specs2 = specs.clone();
@@ -125,11 +132,16 @@ fn a_new_config_plans_only_its_pool_again() {
         .insert("zone".into(), "a".into());
     fleet.set_pools(NS, &targets(&specs2, &names));
     assert_eq!(fleet.marked_pools(), 50);
-    let plan = fleet.plan();
+    let plan = fleet.plan(jiff::Timestamp::UNIX_EPOCH);
     assert_eq!(plan.pools.iter().find(|p| p.pool == "p3").unwrap().nodes, 0);
     assert_eq!(
         plan,
-        plan_rollout(NS, &targets(&specs2, &names), &fleet.snapshot())
+        plan_rollout(
+            NS,
+            &targets(&specs2, &names),
+            &fleet.snapshot(),
+            jiff::Timestamp::UNIX_EPOCH
+        )
     );
 }
 
@@ -432,11 +444,16 @@ fn incremental_planning_equals_planning_from_scratch() {
                 // A round: plan, compare, write some of the actions.
                 7..=9 => {
                     fleet.expire_pending(now);
-                    let plan = fleet.plan();
+                    let plan = fleet.plan(jiff::Timestamp::UNIX_EPOCH);
                     let snapshot = fleet.snapshot();
                     assert_eq!(
                         plan,
-                        plan_rollout(&ns, &targets(&specs, &names), &snapshot),
+                        plan_rollout(
+                            &ns,
+                            &targets(&specs, &names),
+                            &snapshot,
+                            jiff::Timestamp::UNIX_EPOCH
+                        ),
                         "seed {seed} step {step}"
                     );
                     let mut referenced: Vec<&str> = fleet.referenced().collect();
