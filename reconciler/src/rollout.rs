@@ -73,6 +73,8 @@ mod patch;
 pub(crate) mod testing;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod timed_tests;
 pub mod wave;
 pub mod window;
 

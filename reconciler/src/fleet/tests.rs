@@ -534,3 +534,63 @@ fn incremental_planning_equals_planning_from_scratch() {
         assert!(fleet.settled(), "seed {seed}: every write was shown");
     }
 }
+
+#[test]
+fn a_pool_waiting_on_time_is_planned_again_when_its_time_comes_and_keeps_its_soak() {
+    use crate::model::{IntOrPercent, Waves};
+    use jiff::{SignedDuration, Timestamp};
+    let at = |s: i64| {
+        "2026-12-01T00:00:00Z"
+            .parse::<Timestamp>()
+            .unwrap()
+            .checked_add(SignedDuration::from_secs(s))
+            .unwrap()
+    };
+    let specs = [pool("gpu")
+        .canary(0)
+        .max_unavailable(IntOrPercent::Int(1))
+        .waves(Waves {
+            by: "zone".into(),
+            soak: Duration::from_secs(600),
+            jitter: Duration::ZERO,
+        })
+        .build()];
+    let mut fleet = Fleet::new();
+    let now = Instant::now();
+    fleet.set_pools(NS, &targets(&specs, &["kubelet-gpu-2".into()]));
+    let old = format!("{NS}/kubelet-gpu-1");
+    let a = node("a")
+        .labels(&[("pool", "gpu"), ("zone", "a")])
+        .done_on("gpu", &old)
+        .build();
+    let b = node("b")
+        .labels(&[("pool", "gpu"), ("zone", "b")])
+        .done_on("gpu", &old)
+        .build();
+    show(&mut fleet, &a, now);
+    show(&mut fleet, &b, now);
+    let plan = fleet.plan(at(0));
+    assert_eq!(plan.actions.len(), 1, "wave a: node a");
+    let mut a = a;
+    apply_patch(&mut a, &plan.actions[0].patch());
+    while agent_step(&mut a) {}
+    show(&mut fleet, &a, now);
+    // Wave a Done at +60: wave b soaks until +660.
+    let plan = fleet.plan(at(60));
+    assert!(plan.actions.is_empty());
+    assert_eq!(plan.pools[0].wake_at, Some(at(660)));
+    // Another event of the pool during the soak does not start it over.
+    let mut b2 = b.clone();
+    b2.annotations.insert(STATE, State::Done.as_str());
+    b2.annotations
+        .insert("kubelet-gitops.io/message", "still fine");
+    show(&mut fleet, &b2, now);
+    assert!(fleet.plan(at(300)).actions.is_empty());
+    assert_eq!(fleet.marked_pools(), 0);
+    // Nothing changes but the time: the pool is planned again and b goes.
+    let plan = fleet.plan(at(660));
+    assert_eq!(
+        plan.actions.iter().map(|a| &*a.node).collect::<Vec<_>>(),
+        ["b"]
+    );
+}
