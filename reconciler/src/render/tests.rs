@@ -1348,6 +1348,15 @@ fn bad_windows_and_waves_are_errors_at_their_line() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // Unquoted, a start time is a string all the same.
+    let unquoted = replaced(WINDOWED, "start: \"22:00\"", "start: 22:00");
+    let repo = ok(&with(&full(), "pools/gpu.yaml", unquoted));
+    let gpu = repo.pools.iter().find(|p| p.spec.name == "gpu").unwrap();
+    let m = gpu.spec.rollout.maintenance.as_ref().unwrap();
+    assert_eq!(
+        m.windows[0].to_string(),
+        "Sat,Sun 22:00 Europe/Berlin for 6h"
+    );
     let empty = replaced(
         WINDOWED,
         "      windows:\n        - days: [Sat, Sun]\n          start: \"22:00\"\n          duration: 6h\n          timeZone: Europe/Berlin\n        - {days: [Mon-Fri], start: \"02:00\", duration: 1h}\n",
