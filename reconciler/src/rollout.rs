@@ -2,10 +2,13 @@
 //! far each pool has come ([`PoolReport`]).
 //!
 //! Pure and synchronous: the controller sends the [`NodeAction`]s it returns (as
-//! [`annotation_patch`]es). No clock is read (the only times are creation timestamps,
-//! which are inputs) and no state is kept between rounds: everything is derived from the
-//! node annotations of the node protocol (`kubelet_gitops_core::protocol`), so a
-//! restarted reconciler plans exactly what the previous one would have.
+//! [`annotation_patch`]es). No clock is read: `now` is an argument, and the other times
+//! are creation timestamps, also inputs. Everything is derived from the node annotations
+//! of the node protocol (`kubelet_gitops_core::protocol`), so a restarted reconciler
+//! plans what the previous one would have, but for one time per pool with waves: when
+//! its current wave opened ([`PoolTarget::wave_opened`], given back from the last
+//! round's [`PoolReport::wave_opened`]; unknown after a restart, when the wave counts as
+//! opening then, so a soak starts over and is never cut short).
 //!
 //! # Rules
 //!
@@ -39,6 +42,17 @@
 //!   returned to last-known-good; the report shows why). A new commit changes `T` and the
 //!   rollout restarts: the failed node is then Waiting, its report being about the old
 //!   target.
+//! - **Maintenance windows.** With `rollout.maintenance`, when the pool's change waits
+//!   for a window (`appliesTo: all`, or [`PoolTarget::class`] `drain` or unknown) and
+//!   `now` is outside every window ([`window::window_state`]), the rolling update assigns
+//!   nothing, canary included, and the report says why ([`Hold::Window`]). New nodes and
+//!   settings-only rewrites are not held; nodes already assigned are never touched.
+//! - **Waves.** With `rollout.waves`, once the canary is Done the rolling update takes one
+//!   wave at a time ([`wave::group`]: the label's values sorted, then the unlabelled
+//!   nodes): the first wave not all Done, maxUnavailable resolved for its size. A wave
+//!   after the first that has not started waits `soak` from when it opened
+//!   ([`Hold::Soak`]); each node of the wave waits its jitter ([`wave::jitter_offset`])
+//!   after that. [`PoolReport::wake_at`] says when time alone could change the plan.
 //! - **Paused.** `rollout.paused` assigns nothing new ([`PoolPhase::Paused`]); reports are
 //!   still computed.
 //! - **New nodes.** A node with no desired-config whose creation time is later than the
