@@ -615,10 +615,8 @@ pub(crate) fn plan_pool(
         })
         .take(slots)
         .collect();
-    if slots > ready.len() {
-        if let Some(later) = later {
-            report.wake_at = Some(report.wake_at.map_or(later, |w| w.min(later)));
-        }
+    if let Some(later) = later.filter(|_| slots > ready.len()) {
+        report.wake_at = Some(report.wake_at.map_or(later, |w| w.min(later)));
     }
     for i in ready {
         assign(actions, i);
