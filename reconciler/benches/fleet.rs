@@ -207,6 +207,8 @@ fn targets<'a>(specs: &'a [PoolSpec], versions: &[u32]) -> Vec<PoolTarget<'a>> {
             spec,
             target: ConfigRef::configmap(NS, configmap(i, versions[i])),
             target_created: Some("2026-11-01T09:00:00Z".into()),
+            class: None,
+            wave_opened: None,
         })
         .collect()
 }
@@ -294,7 +296,7 @@ fn main() {
         fleet.upsert_meta(&meta, Instant::now());
     }
     let started = Instant::now();
-    let plan = fleet.plan();
+    let plan = fleet.plan(jiff::Timestamp::UNIX_EPOCH);
     let first_plan = started.elapsed();
     assert!(
         plan.actions.is_empty(),
@@ -368,7 +370,7 @@ fn main() {
     let started = Instant::now();
     let rounds = 100;
     for _ in 0..rounds {
-        black_box(fleet.plan());
+        black_box(fleet.plan(jiff::Timestamp::UNIX_EPOCH));
     }
     let d = each(started.elapsed(), rounds);
     rows.push(("plan, nothing changed".into(), format!("{d:.2?}")));
@@ -379,7 +381,7 @@ fn main() {
         let mut n = node_json(i * 7, pools);
         n["metadata"]["annotations"][STATE] = json!("Verifying");
         assert!(fleet.upsert_meta(&meta_of(&n), Instant::now()));
-        black_box(fleet.plan());
+        black_box(fleet.plan(jiff::Timestamp::UNIX_EPOCH));
     }
     let d = each(started.elapsed(), rounds);
     rows.push(("agent report (1 node) + plan".into(), format!("{d:.2?}")));
@@ -391,7 +393,7 @@ fn main() {
         n["metadata"]["labels"]["eks.amazonaws.com/nodegroup"] =
             json!(pool_name((i * 13 + 1) % pools));
         assert!(fleet.upsert_meta(&meta_of(&n), Instant::now()));
-        black_box(fleet.plan());
+        black_box(fleet.plan(jiff::Timestamp::UNIX_EPOCH));
     }
     let d = each(started.elapsed(), rounds);
     rows.push((
@@ -404,7 +406,7 @@ fn main() {
     for i in 0..rounds {
         versions[i % pools] += 1;
         fleet.set_pools(NS, &targets(&specs, &versions));
-        let plan = fleet.plan();
+        let plan = fleet.plan(jiff::Timestamp::UNIX_EPOCH);
         assert!(!plan.actions.is_empty());
     }
     let d = each(started.elapsed(), rounds);
@@ -421,7 +423,7 @@ fn main() {
         .insert("team".into(), "team-0".into());
     let started = Instant::now();
     fleet.set_pools(NS, &targets(&respecs, &versions));
-    black_box(fleet.plan());
+    black_box(fleet.plan(jiff::Timestamp::UNIX_EPOCH));
     rows.push((
         "new commit, a selector changed: place all + plan all".into(),
         format!("{:.2?}", started.elapsed()),

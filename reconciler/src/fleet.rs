@@ -41,9 +41,11 @@ use serde_json::Value;
 use crate::gc::REFERENCING;
 use crate::model::{Interner, NodeInfo, Overlap, Placement, PoolIndex, PoolSpec, StrMap, place};
 use crate::rollout::{
-    NodeAction, NodeChange, PoolReport, PoolTarget, RolloutPlan, leave_reason, plan_pool,
-    push_action,
+    NodeAction, NodeChange, PoolReport, PoolTarget, RolloutPlan, WaveOpened, leave_reason,
+    plan_pool, push_action,
 };
+use jiff::Timestamp;
+use kubelet_gitops_core::disruption::Class;
 use kubelet_gitops_core::protocol::ConfigRef;
 
 /// How long a write may stay unseen before the overlay stops trusting it.
@@ -89,9 +91,12 @@ struct Slot {
 struct PoolEntry {
     target: ConfigRef,
     target_created: Option<String>,
+    class: Option<Class>,
     members: HashSet<Arc<str>>,
     /// The last plan (report, actions sorted by node); `None`: to plan again.
     planned: Option<(PoolReport, Vec<NodeAction>)>,
+    /// When the current wave opened, by the last plan; forgotten when the target changes.
+    wave_opened: Option<WaveOpened>,
 }
 
 /// A write of ours the watch has not shown yet.
@@ -204,10 +209,15 @@ impl Fleet {
                 if self.specs[i] != *p.spec
                     || entry.target != p.target
                     || entry.target_created != p.target_created
+                    || entry.class != p.class
                 {
                     self.specs[i] = p.spec.clone();
+                    if entry.target != p.target {
+                        entry.wave_opened = None;
+                    }
                     entry.target = p.target.clone();
                     entry.target_created = p.target_created.clone();
+                    entry.class = p.class;
                     entry.planned = None;
                 }
             }
@@ -220,8 +230,10 @@ impl Fleet {
             .map(|p| PoolEntry {
                 target: p.target.clone(),
                 target_created: p.target_created.clone(),
+                class: p.class,
                 members: HashSet::new(),
                 planned: None,
+                wave_opened: None,
             })
             .collect();
         self.by_name = (0..self.specs.len()).collect();
@@ -438,9 +450,12 @@ impl Fleet {
         !expired.is_empty()
     }
 
-    /// This round's plan: the marked pools planned again, the others' last plans reused.
-    /// Equal to [`crate::rollout::plan_rollout`] over [`Fleet::snapshot`].
-    pub fn plan(&mut self) -> RolloutPlan {
+    /// This round's plan at `now`: the marked pools planned again, and those whose last
+    /// plan said time alone could change it by now ([`PoolReport::wake_at`]); the others'
+    /// last plans reused. Equal to [`crate::rollout::plan_rollout`] over
+    /// [`Fleet::snapshot`], each pool given the wave its last plan saw open
+    /// ([`PoolReport::wave_opened`]).
+    pub fn plan(&mut self, now: Timestamp) -> RolloutPlan {
         let mut actions = Vec::new();
         for (name, reason) in &self.leaving {
             if let Some(slot) = self.nodes.get(name) {
@@ -450,7 +465,12 @@ impl Fleet {
         let mut reports = Vec::with_capacity(self.pools.len());
         for &i in &self.by_name {
             let entry = &mut self.pools[i];
-            if entry.planned.is_none() {
+            let due = entry
+                .planned
+                .as_ref()
+                .is_none_or(|(r, _)| r.wake_at.is_some_and(|w| w <= now));
+            if due {
+                let wave_opened = entry.wave_opened.clone();
                 let members: Vec<&NodeInfo> = entry
                     .members
                     .iter()
@@ -460,9 +480,12 @@ impl Fleet {
                     spec: &self.specs[i],
                     target: entry.target.clone(),
                     target_created: entry.target_created.clone(),
+                    class: entry.class,
+                    wave_opened,
                 };
                 let mut pool_actions = Vec::new();
-                let report = plan_pool(&target, members, &mut pool_actions);
+                let report = plan_pool(&target, members, now, &mut pool_actions);
+                entry.wave_opened = report.wave_opened.clone();
                 pool_actions.sort_by(|a, b| a.node.cmp(&b.node));
                 entry.planned = Some((report, pool_actions));
             }

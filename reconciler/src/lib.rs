@@ -11,6 +11,7 @@ pub mod admin;
 pub mod api;
 pub mod args;
 pub mod cli;
+pub mod clock;
 pub mod controller;
 #[cfg(feature = "demo")]
 pub mod demo;

@@ -19,6 +19,9 @@ mod strmap;
 pub use index::{Placement, PoolIndex, place};
 pub use strmap::{Interner, StrMap};
 
+pub use crate::rollout::wave::Waves;
+pub use crate::rollout::window::Maintenance;
+
 /// A `metav1.LabelSelector`: every matchLabels pair and every expression must hold. An
 /// empty selector matches every node (as `metav1.LabelSelectorAsSelector` does).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -192,6 +195,10 @@ pub struct Rollout {
     pub paused: bool,
     pub health_timeout: Duration,
     pub lkg_grace: Duration,
+    /// Maintenance windows: when assignments may start (`None`: at any time).
+    pub maintenance: Option<Maintenance>,
+    /// Roll one label value (zone) at a time (`None`: the whole pool at once).
+    pub waves: Option<Waves>,
 }
 
 impl Default for Rollout {
@@ -202,6 +209,8 @@ impl Default for Rollout {
             paused: false,
             health_timeout: Duration::from_secs(120),
             lkg_grace: Duration::from_secs(600),
+            maintenance: None,
+            waves: None,
         }
     }
 }

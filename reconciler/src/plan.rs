@@ -135,6 +135,9 @@ pub struct PoolPlan {
     pub rollout: Option<Rollout>,
     /// How many of the given nodes the pool has in the head.
     pub node_total: usize,
+    /// With `rollout.waves`: the waves the given nodes make, in order, as (label value or
+    /// `(unlabelled)`, node count).
+    pub waves: Vec<(String, usize)>,
 }
 
 /// Which config a node is told to run.
@@ -281,7 +284,23 @@ pub fn plan(base: Option<&RenderedRepo>, head: &RenderedRepo, nodes: &[NodeInfo]
                 &mut notes,
                 &mut refusals,
             );
-            p.node_total = head_assign.pools.get(name).map_or(0, Vec::len);
+            let members = head_assign
+                .pools
+                .get(name)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            p.node_total = members.len();
+            if let Some(w) = p.rollout.as_ref().and_then(|r| r.waves.as_ref()) {
+                let mut nodes: Vec<&NodeInfo> = members
+                    .iter()
+                    .filter_map(|n| nodes_by_name.get(n.as_str()).copied())
+                    .collect();
+                crate::rollout::canary_order(&mut nodes);
+                p.waves = crate::rollout::wave::group(&nodes, &w.by)
+                    .iter()
+                    .map(|g| (g.name().to_string(), g.members.len()))
+                    .collect();
+            }
             p
         })
         .collect();
@@ -398,6 +417,7 @@ fn pool_plan(
         overrides,
         rollout: new.map(|p| p.spec.rollout.clone()),
         node_total: 0,
+        waves: Vec::new(),
     }
 }
 

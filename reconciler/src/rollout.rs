@@ -2,10 +2,13 @@
 //! far each pool has come ([`PoolReport`]).
 //!
 //! Pure and synchronous: the controller sends the [`NodeAction`]s it returns (as
-//! [`annotation_patch`]es). No clock is read (the only times are creation timestamps,
-//! which are inputs) and no state is kept between rounds: everything is derived from the
-//! node annotations of the node protocol (`kubelet_gitops_core::protocol`), so a
-//! restarted reconciler plans exactly what the previous one would have.
+//! [`annotation_patch`]es). No clock is read: `now` is an argument, and the other times
+//! are creation timestamps, also inputs. Everything is derived from the node annotations
+//! of the node protocol (`kubelet_gitops_core::protocol`), so a restarted reconciler
+//! plans what the previous one would have, but for one time per pool with waves: when
+//! its current wave opened ([`PoolTarget::wave_opened`], given back from the last
+//! round's [`PoolReport::wave_opened`]; unknown after a restart, when the wave counts as
+//! opening then, so a soak starts over and is never cut short).
 //!
 //! # Rules
 //!
@@ -39,6 +42,17 @@
 //!   returned to last-known-good; the report shows why). A new commit changes `T` and the
 //!   rollout restarts: the failed node is then Waiting, its report being about the old
 //!   target.
+//! - **Maintenance windows.** With `rollout.maintenance`, when the pool's change waits
+//!   for a window (`appliesTo: all`, or [`PoolTarget::class`] `drain` or unknown) and
+//!   `now` is outside every window ([`window::window_state`]), the rolling update assigns
+//!   nothing, canary included, and the report says why ([`Hold::Window`]). New nodes and
+//!   settings-only rewrites are not held; nodes already assigned are never touched.
+//! - **Waves.** With `rollout.waves`, once the canary is Done the rolling update takes one
+//!   wave at a time ([`wave::group`]: the label's values sorted, then the unlabelled
+//!   nodes): the first wave not all Done, maxUnavailable resolved for its size. A wave
+//!   after the first that has not started waits `soak` from when it opened
+//!   ([`Hold::Soak`]); each node of the wave waits its jitter ([`wave::jitter_offset`])
+//!   after that. [`PoolReport::wake_at`] says when time alone could change the plan.
 //! - **Paused.** `rollout.paused` assigns nothing new ([`PoolPhase::Paused`]); reports are
 //!   still computed.
 //! - **New nodes.** A node with no desired-config whose creation time is later than the
@@ -73,11 +87,17 @@ mod patch;
 pub(crate) mod testing;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod timed_tests;
+pub mod wave;
+pub mod window;
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
+use jiff::{SignedDuration, Timestamp};
+use kubelet_gitops_core::disruption::Class;
 use kubelet_gitops_core::protocol::{
     ConfigRef, DESIRED_CONFIG, HEALTH_TIMEOUT, LKG_GRACE, POOL, State,
 };
@@ -98,6 +118,74 @@ pub struct PoolTarget<'a> {
     /// RFC 3339 `creationTimestamp` of that ConfigMap, if it exists yet. Nodes created
     /// later are new nodes.
     pub target_created: Option<String>,
+    /// The disruption class of the change the pool's nodes go through, when known
+    /// (`None`: unknown, taken as `drain` by maintenance windows).
+    pub class: Option<Class>,
+    /// When the pool's current wave opened, as the last round's report said
+    /// ([`PoolReport::wave_opened`]); `None` at first, when the wave opens now.
+    pub wave_opened: Option<WaveOpened>,
+}
+
+/// When a wave of a pool was first seen open (the canary Done for the first wave, the
+/// previous wave all Done for the others): what its soak and jitter count from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaveOpened {
+    /// The wave's position in the pool's wave order.
+    pub index: usize,
+    /// Its label value (`None`: the unlabelled nodes).
+    pub value: Option<String>,
+    pub at: Timestamp,
+}
+
+/// Why a pool that has nodes to assign assigns none this round, for the status and
+/// `/readyz`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Hold {
+    /// Outside the pool's maintenance windows; `next` labels the next opening
+    /// (`Tue 02:00 UTC`), `None` when none ever opens.
+    Window { next: Option<String> },
+    /// The previous wave is Done; the next starts after the soak.
+    Soak { after: String, until: Timestamp },
+}
+
+impl fmt::Display for Hold {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Hold::Window { next: Some(next) } => write!(f, "waiting for the window {next}"),
+            Hold::Window { next: None } => f.write_str("waiting for a window: none ever opens"),
+            Hold::Soak { after, until } => write!(
+                f,
+                "soaking after wave {after} until {}",
+                until.strftime("%Y-%m-%d %H:%M:%S UTC")
+            ),
+        }
+    }
+}
+
+/// Which wave a pool with waves is on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaveProgress {
+    /// 1-based position of the current wave.
+    pub number: usize,
+    /// How many waves the pool has.
+    pub count: usize,
+    /// The label and the wave's value (`(unlabelled)` for the last wave of nodes without
+    /// the label).
+    pub label: String,
+    pub value: String,
+    /// Nodes in the wave.
+    pub nodes: usize,
+}
+
+impl fmt::Display for WaveProgress {
+    /// `wave 2/3 topology.kubernetes.io/zone=b`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "wave {}/{} {}={}",
+            self.number, self.count, self.label, self.value
+        )
+    }
 }
 
 /// One round of rollout: what to write, and where every pool stands.
@@ -197,14 +285,29 @@ pub struct PoolReport {
     pub phase: PoolPhase,
     /// The canary nodes, in canary order.
     pub canary: Vec<String>,
-    /// maxUnavailable resolved for the pool's size.
+    /// maxUnavailable resolved for the pool's size (for the current wave's, in a pool
+    /// with waves).
     pub max_unavailable: usize,
+    /// Why nothing more is assigned now although nodes wait (a window, a soak).
+    pub hold: Option<Hold>,
+    /// The current wave, in a pool with waves that is past its canary.
+    pub wave: Option<WaveProgress>,
+    /// When the current wave opened: given back as [`PoolTarget::wave_opened`] next round.
+    pub wave_opened: Option<WaveOpened>,
+    /// When planning this pool again could come out differently with nothing else
+    /// changed (a window opens or closes, a soak ends, a jittered node's turn).
+    pub wake_at: Option<Timestamp>,
 }
 
-/// Plans one round of rollout for `pools` over `nodes` (see the module docs for the
-/// rules). `namespace` is where the reconciler publishes its ConfigMaps: a desired-config
-/// elsewhere is not ours.
-pub fn plan_rollout(namespace: &str, pools: &[PoolTarget<'_>], nodes: &[NodeInfo]) -> RolloutPlan {
+/// Plans one round of rollout for `pools` over `nodes` at `now` (see the module docs for
+/// the rules). `namespace` is where the reconciler publishes its ConfigMaps: a
+/// desired-config elsewhere is not ours.
+pub fn plan_rollout(
+    namespace: &str,
+    pools: &[PoolTarget<'_>],
+    nodes: &[NodeInfo],
+    now: Timestamp,
+) -> RolloutPlan {
     // Pool names are unique (rendering rejects duplicates); a repeated one is planned once.
     let mut seen = HashSet::new();
     let pools: Vec<&PoolTarget<'_>> = pools
@@ -229,7 +332,7 @@ pub fn plan_rollout(namespace: &str, pools: &[PoolTarget<'_>], nodes: &[NodeInfo
             .get(&pool.spec.name)
             .map(Vec::as_slice)
             .unwrap_or_default();
-        reports.push(plan_pool(pool, members(names), &mut actions));
+        reports.push(plan_pool(pool, members(names), now, &mut actions));
     }
     for node in members(&assignment.unassigned) {
         if let Some(reason) = leave_reason(namespace, node) {
@@ -284,6 +387,7 @@ pub(crate) fn push_action(
 pub(crate) fn plan_pool(
     pool: &PoolTarget<'_>,
     mut nodes: Vec<&NodeInfo>,
+    now: Timestamp,
     actions: &mut Vec<NodeAction>,
 ) -> PoolReport {
     let name = pool.spec.name.as_str();
@@ -316,6 +420,10 @@ pub(crate) fn plan_pool(
             .map(|n| n.name.clone())
             .collect(),
         max_unavailable,
+        hold: None,
+        wave: None,
+        wave_opened: None,
+        wake_at: None,
     };
     for (node, status) in nodes.iter().zip(&statuses) {
         match status {
@@ -386,32 +494,132 @@ pub(crate) fn plan_pool(
         }
     }
 
-    // Then the rolling update: canary first, at most maxUnavailable busy.
+    // Then the rolling update: canary first, at most maxUnavailable busy, inside the
+    // maintenance windows when they apply, wave by wave when the pool has waves.
     let canary_done = statuses[..canary_count]
         .iter()
         .all(|s| *s == NodeRolloutStatus::Done);
-    let eligible = if canary_done {
-        nodes.len()
-    } else {
-        canary_count
+    let to_assign = |i: usize| statuses[i] == NodeRolloutStatus::Waiting && !new_nodes[i];
+    if !(0..nodes.len()).any(to_assign) {
+        return report;
+    }
+    if let Some(m) = &rollout.maintenance {
+        let gated =
+            m.applies_to == window::AppliesTo::All || pool.class.is_none_or(|c| c == Class::Drain);
+        if gated {
+            match window::window_state(&m.windows, now) {
+                window::WindowState::Open { closes } => report.wake_at = Some(closes),
+                window::WindowState::Closed { next } => {
+                    report.wake_at = next.as_ref().map(|n| n.at);
+                    report.hold = Some(Hold::Window {
+                        next: next.map(|n| n.label),
+                    });
+                    return report;
+                }
+            }
+        }
+    }
+    let assign = |actions: &mut Vec<NodeAction>, i: usize| {
+        let reason = if i < canary_count {
+            "canary"
+        } else {
+            "rollout"
+        };
+        push_action(
+            actions,
+            nodes[i],
+            Some(&shared_name),
+            assign_change.clone(),
+            reason,
+        );
     };
     let slots = max_unavailable.saturating_sub(report.busy);
-    (0..eligible)
-        .filter(|&i| statuses[i] == NodeRolloutStatus::Waiting && !new_nodes[i])
+    let waves = rollout.waves.as_ref().filter(|_| canary_done);
+    let Some(waves) = waves else {
+        let eligible = if canary_done {
+            nodes.len()
+        } else {
+            canary_count
+        };
+        (0..eligible)
+            .filter(|&i| to_assign(i))
+            .take(slots)
+            .for_each(|i| assign(actions, i));
+        return report;
+    };
+
+    // Waves: the first wave not all Done is the current one.
+    let groups = wave::group(&nodes, &waves.by);
+    let Some(k) = groups.iter().position(|w| {
+        w.members
+            .iter()
+            .any(|&i| statuses[i] != NodeRolloutStatus::Done)
+    }) else {
+        return report;
+    };
+    let current = &groups[k];
+    report.max_unavailable = rollout.max_unavailable.resolve(current.members.len());
+    report.wave = Some(WaveProgress {
+        number: k + 1,
+        count: groups.len(),
+        label: waves.by.clone(),
+        value: current.name().to_string(),
+        nodes: current.members.len(),
+    });
+    let opened = match &pool.wave_opened {
+        Some(o) if o.index == k && o.value == current.value => o.at,
+        _ => now,
+    };
+    report.wave_opened = Some(WaveOpened {
+        index: k,
+        value: current.value.clone(),
+        at: opened,
+    });
+    // A wave has started once a node of it other than a canary is past Waiting; until
+    // then, every wave after the first waits for the soak.
+    let started = current
+        .members
+        .iter()
+        .any(|&i| i >= canary_count && statuses[i] != NodeRolloutStatus::Waiting);
+    let since = if k > 0 && !started {
+        let soak = SignedDuration::try_from(waves.soak).unwrap_or(SignedDuration::MAX);
+        let until = opened.checked_add(soak).unwrap_or(Timestamp::MAX);
+        if now < until {
+            report.hold = Some(Hold::Soak {
+                after: groups[k - 1].name().to_string(),
+                until,
+            });
+            report.wake_at = Some(until);
+            return report;
+        }
+        until
+    } else {
+        opened
+    };
+    let slots = report.max_unavailable.saturating_sub(report.busy);
+    let mut later: Option<Timestamp> = None;
+    let ready: Vec<usize> = current
+        .members
+        .iter()
+        .copied()
+        .filter(|&i| to_assign(i))
+        .filter(|&i| {
+            let offset = wave::jitter_offset(&nodes[i].name, waves.jitter);
+            let at = since
+                .checked_add(SignedDuration::try_from(offset).unwrap_or(SignedDuration::ZERO))
+                .unwrap_or(Timestamp::MAX);
+            if now < at {
+                later = Some(later.map_or(at, |l| l.min(at)));
+            }
+            now >= at
+        })
         .take(slots)
-        .for_each(|i| {
-            let reason = if i < canary_count {
-                "canary"
-            } else {
-                "rollout"
-            };
-            push_action(
-                actions,
-                nodes[i],
-                Some(&shared_name),
-                assign_change.clone(),
-                reason,
-            );
-        });
+        .collect();
+    if let Some(later) = later.filter(|_| slots > ready.len()) {
+        report.wake_at = Some(report.wake_at.map_or(later, |w| w.min(later)));
+    }
+    for i in ready {
+        assign(actions, i);
+    }
     report
 }

@@ -134,6 +134,13 @@ pub struct PoolDetail<'a> {
     pub in_progress: usize,
     pub waiting: usize,
     pub failed: Vec<String>,
+    /// Why nothing more is assigned while nodes wait: `waiting for the window Tue 02:00
+    /// UTC`, `soaking after wave a until ...`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting_for: Option<String>,
+    /// The current wave of a pool with waves: `wave 2/3 topology.kubernetes.io/zone=b`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wave: Option<String>,
 }
 
 impl SyncState {
@@ -174,6 +181,8 @@ impl SyncState {
                             None => format!("{}: {}", f.node, f.state),
                         })
                         .collect(),
+                    waiting_for: p.hold.as_ref().map(ToString::to_string),
+                    wave: p.wave.as_ref().map(ToString::to_string),
                 })
                 .collect(),
         }

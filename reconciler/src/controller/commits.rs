@@ -10,6 +10,7 @@
 //! checked again at every reconcile: when those nodes change (their flags fixed, the nodes
 //! gone) it goes out without a new commit.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kubelet_gitops_core::message::{cap_per_file, error_chain};
@@ -111,6 +112,7 @@ impl Controller {
             rendered,
             namespace,
             signer,
+            classes: BTreeMap::new(),
         })
     }
 
@@ -202,7 +204,11 @@ impl Controller {
     }
 
     /// Makes `desired` the commit in force.
-    fn accept(&self, st: &mut LoopState, desired: Arc<Desired>) {
+    fn accept(&self, st: &mut LoopState, mut desired: Arc<Desired>) {
+        let classes = super::reconcile::change_classes(st.desired.as_deref(), &desired.rendered);
+        if classes != desired.classes {
+            Arc::make_mut(&mut desired).classes = classes;
+        }
         tracing::info!(
             commit = %desired.commit,
             namespace = %desired.namespace,

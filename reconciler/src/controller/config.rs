@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::api::RetryPolicy;
+use crate::clock::{Clock, SystemClock};
 use crate::git::signature::SignaturePolicy;
 use crate::git::{self, GitConfig};
 use crate::leader::LeaseConfig;
@@ -60,6 +61,9 @@ pub struct RunConfig {
     /// When set, a commit is applied only if its signature is accepted by these keys
     /// (`--require-signed-commits`).
     pub signatures: Option<Arc<SignaturePolicy>>,
+    /// What time it is, for maintenance windows, wave soaks and jitter (the system's;
+    /// tests set their own, [`crate::clock::ManualClock`]).
+    pub clock: Arc<dyn Clock>,
 }
 
 impl RunConfig {
@@ -83,6 +87,7 @@ impl RunConfig {
             failure_backoff: (Duration::from_secs(1), Duration::from_secs(60)),
             status: StatusConfig::default(),
             signatures: None,
+            clock: Arc::new(SystemClock),
         }
     }
 }

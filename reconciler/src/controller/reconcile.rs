@@ -14,8 +14,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use futures::StreamExt;
+use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::api::{Api, Patch, PatchParams};
+use kubelet_gitops_core::disruption::{Class, classify};
 use kubelet_gitops_core::protocol::{ConfigRef, SOURCE_COMMIT};
 
 use super::observe::{ConfigMapStore, NodeCache, PendingWrites, published_configmap};
@@ -40,6 +42,46 @@ pub(crate) struct Desired {
     pub namespace: String,
     /// Who signed the commit, when signed commits are required.
     pub signer: Option<Signer>,
+    /// Pool to the disruption class of the change its nodes go through, where known
+    /// ([`change_classes`]); a pool missing is unknown (maintenance windows take it as
+    /// `drain`).
+    pub classes: BTreeMap<String, Class>,
+}
+
+/// The disruption class of each pool's change from `previous` (the commit in force
+/// before) to `next`: the class of the effective diff between the two configs, by
+/// `next`'s classes for the pool. A pool whose config is unchanged keeps the class
+/// `previous` knew (its rollout may still be under way); a pool new to `next`, or any
+/// pool without a `previous` (the first commit after a start), is unknown.
+pub(crate) fn change_classes(
+    previous: Option<&Desired>,
+    next: &RenderedRepo,
+) -> BTreeMap<String, Class> {
+    let Some(previous) = previous else {
+        return BTreeMap::new();
+    };
+    let mut out = BTreeMap::new();
+    for pool in &next.pools {
+        let name = &pool.spec.name;
+        let Some(old) = previous
+            .rendered
+            .pools
+            .iter()
+            .find(|p| &p.spec.name == name)
+        else {
+            continue;
+        };
+        if old.configmap_name == pool.configmap_name {
+            if let Some(c) = previous.classes.get(name) {
+                out.insert(name.clone(), *c);
+            }
+            continue;
+        }
+        let diff = crate::plan::effective_diff(&old.config, &pool.config);
+        let class = classify(diff.iter().map(|c| c.field.as_str()), &pool.disruption).class;
+        out.insert(name.clone(), class);
+    }
+    out
 }
 
 impl Desired {
@@ -164,6 +206,7 @@ impl Reconciler {
         &mut self,
         desired: &Desired,
         configmaps: &ConfigMapStore,
+        now: Timestamp,
         may_write: &(dyn Fn() -> bool + Sync),
     ) -> Result<Outcome, ReconcileError> {
         let started = Instant::now();
@@ -279,6 +322,8 @@ impl Reconciler {
                 spec: &p.spec,
                 target: ConfigRef::configmap(ns, &p.configmap_name),
                 target_created: created_of(&p.configmap_name),
+                class: desired.classes.get(&p.spec.name).copied(),
+                wave_opened: None,
             })
             .collect();
         let all_published = desired
@@ -291,7 +336,7 @@ impl Reconciler {
             fleet.expire_pending(Instant::now());
             fleet.set_pools(ns, &targets);
             let replanned = fleet.marked_pools();
-            (fleet.plan(), fleet.len(), replanned)
+            (fleet.plan(now), fleet.len(), replanned)
         };
         self.log_overlaps(&plan.overlaps);
         self.log_phases(&plan.pools);

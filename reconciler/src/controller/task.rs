@@ -89,6 +89,9 @@ pub(super) struct LoopState {
     dirty: bool,
     /// When the last reconcile completed, for the periodic full resync.
     last_done: Option<Instant>,
+    /// By the clock ([`RunConfig::clock`]), when a pool's plan could change with time
+    /// alone (a window opens or closes, a soak ends, a jittered node's turn comes).
+    wake_at: Option<jiff::Timestamp>,
 }
 
 /// An idle loop still reconciles this often, events or not (a resync, as controllers
@@ -116,6 +119,14 @@ impl LoopState {
 async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(t) => tokio::time::sleep_until(t.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Sleeps until the clock reads `at`; forever without one.
+async fn clock_reaches(clock: &dyn crate::clock::Clock, at: Option<jiff::Timestamp>) {
+    match at {
+        Some(t) => clock.sleep_until(t).await,
         None => std::future::pending().await,
     }
 }
@@ -335,7 +346,8 @@ impl Controller {
     ) -> Result<bool, ReconcileError> {
         let mut timer = self.metrics.reconcile_timer();
         let allowed = || gate.allowed();
-        let result = reconciler.reconcile(desired, store, &allowed).await;
+        let now = self.config.clock.now();
+        let result = reconciler.reconcile(desired, store, now, &allowed).await;
         match &result {
             Ok(outcome) => {
                 timer.set_result(if outcome.wrote {
@@ -400,9 +412,15 @@ impl Controller {
         loop {
             let leader_changed = leader_changed(leader_rx.as_mut());
             let due = sleep_until(st.next_run);
+            let time_passed = clock_reaches(self.config.clock.as_ref(), st.wake_at);
             tokio::select! {
                 biased;
                 () = self.shutdown.cancelled() => break,
+                () = time_passed => {
+                    st.wake_at = None;
+                    st.dirty = true;
+                    st.trigger(min_interval);
+                }
                 event = polls.recv() => {
                     let Some(event) = event else { break };
                     let news = !matches!(event, PollEvent::Unchanged);
@@ -482,6 +500,13 @@ impl Controller {
             .await
         {
             Ok(quiet) => {
+                st.wake_at = self
+                    .sync
+                    .borrow()
+                    .pools
+                    .iter()
+                    .filter_map(|p| p.wake_at)
+                    .min();
                 st.failures = 0;
                 st.last_done = Some(Instant::now());
                 if !quiet || !reconciler.settled() || st.held.is_some() {

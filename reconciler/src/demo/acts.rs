@@ -388,6 +388,10 @@ mod tests {
             phase,
             canary: vec![format!("{pool}-1")],
             max_unavailable: 1,
+            hold: None,
+            wave: None,
+            wave_opened: None,
+            wake_at: None,
         };
         let mut s = SyncState {
             applied: Some(AppliedCommit {

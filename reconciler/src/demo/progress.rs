@@ -228,6 +228,10 @@ mod tests {
             phase,
             canary: vec!["gpu-1".into()],
             max_unavailable: 1,
+            hold: None,
+            wave: None,
+            wave_opened: None,
+            wake_at: None,
         }
     }
 

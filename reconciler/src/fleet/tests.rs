@@ -32,6 +32,8 @@ fn targets<'a>(specs: &'a [PoolSpec], names: &[String]) -> Vec<PoolTarget<'a>> {
             spec,
             target: cm(name),
             target_created: Some("2026-01-01T00:00:00Z".into()),
+            class: None,
+            wave_opened: None,
         })
         .collect()
 }
@@ -74,7 +76,7 @@ fn a_heartbeat_is_not_news_and_plans_nothing_again() {
     let b = node("b").labels(&[("pool", "cpu")]).build();
     assert!(show(&mut fleet, &a, now));
     assert!(show(&mut fleet, &b, now));
-    fleet.plan();
+    fleet.plan(jiff::Timestamp::UNIX_EPOCH);
     assert_eq!(fleet.marked_pools(), 0);
     // The same node again (a status heartbeat: only its resourceVersion moved).
     assert!(!show(&mut fleet, &a, now), "nothing kept changed");
@@ -84,13 +86,13 @@ fn a_heartbeat_is_not_news_and_plans_nothing_again() {
     a2.annotations.insert(STATE, State::Applying.as_str());
     assert!(show(&mut fleet, &a2, now));
     assert_eq!(fleet.marked_pools(), 1);
-    fleet.plan();
+    fleet.plan(jiff::Timestamp::UNIX_EPOCH);
     // A label change moves it: both pools plan again, no other.
     let mut a3 = a2.clone();
     a3.labels.insert("pool", "cpu");
     assert!(show(&mut fleet, &a3, now));
     assert_eq!(fleet.marked_pools(), 2);
-    let plan = fleet.plan();
+    let plan = fleet.plan(jiff::Timestamp::UNIX_EPOCH);
     let cpu = plan.pools.iter().find(|p| p.pool == "cpu").unwrap();
     assert_eq!(cpu.nodes, 2);
 }
@@ -108,14 +110,19 @@ fn a_new_config_plans_only_its_pool_again() {
             .build();
         show(&mut fleet, &n, now);
     }
-    fleet.plan();
+    fleet.plan(jiff::Timestamp::UNIX_EPOCH);
     names[7] = "kubelet-p7-2".into();
     fleet.set_pools(NS, &targets(&specs, &names));
     assert_eq!(fleet.marked_pools(), 1);
-    let plan = fleet.plan();
+    let plan = fleet.plan(jiff::Timestamp::UNIX_EPOCH);
     assert_eq!(
         plan,
-        plan_rollout(NS, &targets(&specs, &names), &fleet.snapshot())
+        plan_rollout(
+            NS,
+            &targets(&specs, &names),
+            &fleet.snapshot(),
+            jiff::Timestamp::UNIX_EPOCH
+        )
     );
     // A changed selector places every node again.
     let mut specs2 = specs.clone();
@@ -125,11 +132,16 @@ fn a_new_config_plans_only_its_pool_again() {
         .insert("zone".into(), "a".into());
     fleet.set_pools(NS, &targets(&specs2, &names));
     assert_eq!(fleet.marked_pools(), 50);
-    let plan = fleet.plan();
+    let plan = fleet.plan(jiff::Timestamp::UNIX_EPOCH);
     assert_eq!(plan.pools.iter().find(|p| p.pool == "p3").unwrap().nodes, 0);
     assert_eq!(
         plan,
-        plan_rollout(NS, &targets(&specs2, &names), &fleet.snapshot())
+        plan_rollout(
+            NS,
+            &targets(&specs2, &names),
+            &fleet.snapshot(),
+            jiff::Timestamp::UNIX_EPOCH
+        )
     );
 }
 
@@ -432,11 +444,16 @@ fn incremental_planning_equals_planning_from_scratch() {
                 // A round: plan, compare, write some of the actions.
                 7..=9 => {
                     fleet.expire_pending(now);
-                    let plan = fleet.plan();
+                    let plan = fleet.plan(jiff::Timestamp::UNIX_EPOCH);
                     let snapshot = fleet.snapshot();
                     assert_eq!(
                         plan,
-                        plan_rollout(&ns, &targets(&specs, &names), &snapshot),
+                        plan_rollout(
+                            &ns,
+                            &targets(&specs, &names),
+                            &snapshot,
+                            jiff::Timestamp::UNIX_EPOCH
+                        ),
                         "seed {seed} step {step}"
                     );
                     let mut referenced: Vec<&str> = fleet.referenced().collect();
@@ -516,4 +533,64 @@ fn incremental_planning_equals_planning_from_scratch() {
         }
         assert!(fleet.settled(), "seed {seed}: every write was shown");
     }
+}
+
+#[test]
+fn a_pool_waiting_on_time_is_planned_again_when_its_time_comes_and_keeps_its_soak() {
+    use crate::model::{IntOrPercent, Waves};
+    use jiff::{SignedDuration, Timestamp};
+    let at = |s: i64| {
+        "2026-12-01T00:00:00Z"
+            .parse::<Timestamp>()
+            .unwrap()
+            .checked_add(SignedDuration::from_secs(s))
+            .unwrap()
+    };
+    let specs = [pool("gpu")
+        .canary(0)
+        .max_unavailable(IntOrPercent::Int(1))
+        .waves(Waves {
+            by: "zone".into(),
+            soak: Duration::from_secs(600),
+            jitter: Duration::ZERO,
+        })
+        .build()];
+    let mut fleet = Fleet::new();
+    let now = Instant::now();
+    fleet.set_pools(NS, &targets(&specs, &["kubelet-gpu-2".into()]));
+    let old = format!("{NS}/kubelet-gpu-1");
+    let a = node("a")
+        .labels(&[("pool", "gpu"), ("zone", "a")])
+        .done_on("gpu", &old)
+        .build();
+    let b = node("b")
+        .labels(&[("pool", "gpu"), ("zone", "b")])
+        .done_on("gpu", &old)
+        .build();
+    show(&mut fleet, &a, now);
+    show(&mut fleet, &b, now);
+    let plan = fleet.plan(at(0));
+    assert_eq!(plan.actions.len(), 1, "wave a: node a");
+    let mut a = a;
+    apply_patch(&mut a, &plan.actions[0].patch());
+    while agent_step(&mut a) {}
+    show(&mut fleet, &a, now);
+    // Wave a Done at +60: wave b soaks until +660.
+    let plan = fleet.plan(at(60));
+    assert!(plan.actions.is_empty());
+    assert_eq!(plan.pools[0].wake_at, Some(at(660)));
+    // Another event of the pool during the soak does not start it over.
+    let mut b2 = b.clone();
+    b2.annotations.insert(STATE, State::Done.as_str());
+    b2.annotations
+        .insert("kubelet-gitops.io/message", "still fine");
+    show(&mut fleet, &b2, now);
+    assert!(fleet.plan(at(300)).actions.is_empty());
+    assert_eq!(fleet.marked_pools(), 0);
+    // Nothing changes but the time: the pool is planned again and b goes.
+    let plan = fleet.plan(at(660));
+    assert_eq!(
+        plan.actions.iter().map(|a| &*a.node).collect::<Vec<_>>(),
+        ["b"]
+    );
 }

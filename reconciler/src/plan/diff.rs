@@ -167,6 +167,30 @@ fn rollout_diff(
         d(old.lkg_grace),
         d(new.lkg_grace),
     );
+    push(
+        &join_key(prefix, "maintenance"),
+        describe_maintenance(old.maintenance.as_ref()),
+        describe_maintenance(new.maintenance.as_ref()),
+    );
+    let waves = |w: Option<&crate::model::Waves>| w.map_or("(none)".to_string(), |w| w.to_string());
+    push(
+        &join_key(prefix, "waves"),
+        waves(old.waves.as_ref()),
+        waves(new.waves.as_ref()),
+    );
+}
+
+/// `drain only: Sat,Sun 22:00 Europe/Berlin for 6h`, or `(none)`.
+pub fn describe_maintenance(m: Option<&crate::model::Maintenance>) -> String {
+    let Some(m) = m else {
+        return "(none)".to_string();
+    };
+    let windows: Vec<String> = m.windows.iter().map(ToString::to_string).collect();
+    let scope = match m.applies_to {
+        crate::rollout::window::AppliesTo::Drain => "drain-class changes",
+        crate::rollout::window::AppliesTo::All => "every change",
+    };
+    format!("{scope} in {}", windows.join("; "))
 }
 
 /// Changes to the repository settings that matter to a rollout.

@@ -350,6 +350,8 @@ fn pool_section(out: &mut String, plan: &Plan, p: &PoolPlan) {
 
     if let Some(r) = p.rollout.as_ref().filter(|_| !p.moves.is_empty()) {
         let _ = writeln!(out, "{}\n", rollout_line(plan, p, r));
+        waves_section(out, plan, p, r);
+        windows_section(out, p, r);
     }
 
     if !p.moves.is_empty() {
@@ -388,6 +390,81 @@ fn pool_section(out: &mut String, plan: &Plan, p: &PoolPlan) {
         }
         out.push('\n');
     }
+}
+
+/// With `rollout.waves`: the order of the waves, their label value and node count, the
+/// soak and the jitter.
+fn waves_section(out: &mut String, plan: &Plan, p: &PoolPlan, r: &Rollout) {
+    let Some(w) = &r.waves else {
+        return;
+    };
+    let soak = if w.soak.is_zero() {
+        "no soak".to_string()
+    } else {
+        format!(
+            "soak {} after each wave",
+            humantime::format_duration(w.soak)
+        )
+    };
+    let jitter = if w.jitter.is_zero() {
+        String::new()
+    } else {
+        format!(
+            "; within a wave, assignments spread over {}",
+            humantime::format_duration(w.jitter)
+        )
+    };
+    let _ = writeln!(
+        out,
+        "Waves by {} (after the canary, one wave at a time; maxUnavailable within the wave; {soak}{jitter}):\n",
+        code(&w.by)
+    );
+    if plan.node_count == 0 {
+        let _ = writeln!(
+            out,
+            "(no nodes given: one wave per value of the label, sorted, then the nodes without it)\n"
+        );
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "| wave | {} | nodes |\n| --- | --- | --- |",
+        cell(&w.by)
+    );
+    for (i, (value, count)) in p.waves.iter().enumerate() {
+        let _ = writeln!(out, "| {} | {} | {count} |", i + 1, cell(value));
+    }
+    out.push('\n');
+}
+
+/// With `rollout.maintenance`: the windows, and whether this change waits for one.
+fn windows_section(out: &mut String, p: &PoolPlan, r: &Rollout) {
+    let Some(m) = &r.maintenance else {
+        return;
+    };
+    let waits = match m.applies_to {
+        crate::rollout::window::AppliesTo::All => {
+            "**this change waits for a window** (`appliesTo: all`)".to_string()
+        }
+        crate::rollout::window::AppliesTo::Drain => match &p.class {
+            _ if p.change == PoolChange::Added => "**this change waits for a window** (the \
+                 nodes' previous config is not known for an added pool: taken as `drain`)"
+                .to_string(),
+            Some(c) if c.class == Class::Drain => {
+                "**this change waits for a window** (its class is `drain`)".to_string()
+            }
+            Some(c) => format!(
+                "this change does not wait (its class is `{}`; only `drain` does)",
+                c.class
+            ),
+            None => "only `drain`-class changes wait".to_string(),
+        },
+    };
+    let _ = writeln!(out, "Maintenance windows: {waits}:\n");
+    for w in &m.windows {
+        let _ = writeln!(out, "- {}", code(&w.to_string()));
+    }
+    out.push('\n');
 }
 
 /// How the pool's nodes will take the change: paused, or canary then batches.
@@ -637,6 +714,7 @@ mod tests {
             }],
             rollout: None,
             node_total: 2,
+            waves: Vec::new(),
         };
         let plan = Plan {
             pools: vec![pool],

@@ -777,3 +777,62 @@ fn nodes_moving_between_pools_get_the_class_of_their_own_diff() {
         summary(&p)
     );
 }
+
+#[test]
+fn the_plan_shows_a_pools_waves_and_windows_and_whether_the_change_waits() {
+    let rollout = "  rollout:\n    maintenance:\n      windows: [{days: [Tue], start: \"02:00\", duration: 2h, timeZone: Europe/Berlin}]\n    waves: {by: zone, soak: 10m, jitter: 30s}\n";
+    let with_rollout = |kubelet: &str| {
+        let mut f = pool_file("gpu", GPU_SEL, 0, "");
+        f.push_str(rollout);
+        f.push_str("  kubelet:\n");
+        f.push_str(&format!("    {kubelet}\n"));
+        f
+    };
+    let zoned = |name: &str, zone: Option<&str>| {
+        let mut n = node(name, "gpu");
+        if let Some(z) = zone {
+            n.labels.insert("zone", z);
+        }
+        n
+    };
+    let nodes = vec![
+        zoned("g1", Some("b")),
+        zoned("g2", Some("a")),
+        zoned("g3", Some("b")),
+        zoned("g4", None),
+    ];
+    let base = repo(&[("pools/gpu.yaml", with_rollout("maxPods: 100"))]);
+    let restart = repo(&[("pools/gpu.yaml", with_rollout("maxPods: 90"))]);
+    let p = plan(Some(&base), &restart, &nodes);
+    assert_eq!(
+        find(&p, "gpu").waves,
+        [
+            ("a".to_string(), 1),
+            ("b".to_string(), 2),
+            ("(unlabelled)".to_string(), 1)
+        ]
+    );
+    let md = to_markdown(&p);
+    assert!(
+        md.contains("Waves by `zone` (after the canary, one wave at a time; maxUnavailable within the wave; soak 10m after each wave; within a wave, assignments spread over 30s):"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| 1 | `a` | 1 |\n| 2 | `b` | 2 |\n| 3 | `(unlabelled)` | 1 |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("Maintenance windows: this change does not wait (its class is `restart`; only `drain` does):"),
+        "{md}"
+    );
+    assert!(md.contains("- `Tue 02:00 Europe/Berlin for 2h`"), "{md}");
+
+    let drain = repo(&[("pools/gpu.yaml", with_rollout("topologyManagerScope: pod"))]);
+    let md = to_markdown(&plan(Some(&base), &drain, &nodes));
+    assert!(
+        md.contains(
+            "Maintenance windows: **this change waits for a window** (its class is `drain`):"
+        ),
+        "{md}"
+    );
+}

@@ -15,6 +15,8 @@ use serde_json::Value;
 
 use super::error::{RepoError, decode_part};
 use crate::model::{IntOrPercent, Rollout};
+use crate::rollout::wave::Waves;
+use crate::rollout::window::{self, AppliesTo, Maintenance, Window};
 
 /// The file holding the repository settings, relative to the config root.
 pub const SETTINGS_FILE: &str = "kubelet-gitops.yaml";
@@ -129,7 +131,39 @@ pub(super) struct RolloutDoc {
     paused: Option<bool>,
     health_timeout: Option<String>,
     lkg_grace: Option<String>,
+    maintenance: Option<MaintenanceDoc>,
+    waves: Option<WavesDoc>,
 }
+
+/// `rollout.maintenance` as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct MaintenanceDoc {
+    applies_to: Option<String>,
+    windows: Option<Vec<WindowDoc>>,
+}
+
+/// One of `rollout.maintenance.windows`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct WindowDoc {
+    days: Option<Vec<String>>,
+    start: Option<String>,
+    duration: Option<String>,
+    time_zone: Option<String>,
+}
+
+/// `rollout.waves` as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct WavesDoc {
+    by: Option<String>,
+    soak: Option<String>,
+    jitter: Option<String>,
+}
+
+/// The longest `waves.jitter`.
+pub const MAX_JITTER: Duration = Duration::from_secs(3600);
 
 /// Decodes and checks the settings file. `None` when it does not decode at all (the
 /// errors are in `errors`); otherwise the settings, with a default in place of each field
@@ -327,7 +361,167 @@ pub(super) fn resolve_rollout(
             Err(m) => fail("lkgGrace", m),
         }
     }
+    if let Some(m) = &doc.maintenance {
+        let at = join_key(prefix, "maintenance");
+        if let Some(m) = resolve_maintenance(file, map, &at, m, errors) {
+            out.maintenance = Some(m);
+        }
+    }
+    if let Some(w) = &doc.waves {
+        let at = join_key(prefix, "waves");
+        if let Some(w) = resolve_waves(file, map, &at, w, errors) {
+            out.waves = Some(w);
+        }
+    }
     out
+}
+
+/// `maintenance`, checked; `None` when anything is wrong (reported).
+fn resolve_maintenance(
+    file: &str,
+    map: &SourceMap,
+    prefix: &str,
+    doc: &MaintenanceDoc,
+    errors: &mut Vec<RepoError>,
+) -> Option<Maintenance> {
+    let before = errors.len();
+    let mut fail = |field: String, message: String| {
+        errors.push(RepoError::at_field(file, map, field, message));
+    };
+    let applies_to = match doc.applies_to.as_deref() {
+        None | Some("drain") => AppliesTo::Drain,
+        Some("all") => AppliesTo::All,
+        Some(other) => {
+            fail(
+                join_key(prefix, "appliesTo"),
+                format!(
+                    "invalid value {other:?}: expected `drain` (only drain-class changes wait \
+                     for a window) or `all` (every change does)"
+                ),
+            );
+            AppliesTo::Drain
+        }
+    };
+    let list = join_key(prefix, "windows");
+    let docs = doc.windows.as_deref().unwrap_or_default();
+    if docs.is_empty() {
+        fail(
+            list.clone(),
+            "at least one window is required (days, start, duration, timeZone); remove \
+             `maintenance` to roll out at any time"
+                .to_string(),
+        );
+    }
+    let mut windows = Vec::new();
+    for (i, w) in docs.iter().enumerate() {
+        let at = join_index(&list, i);
+        let mut missing = |name: &str| {
+            fail(
+                join_key(&at, name),
+                format!("{name} is required in a window"),
+            )
+        };
+        let (Some(day_list), Some(start), Some(duration)) = (&w.days, &w.start, &w.duration) else {
+            if w.days.is_none() {
+                missing("days");
+            }
+            if w.start.is_none() {
+                missing("start");
+            }
+            if w.duration.is_none() {
+                missing("duration");
+            }
+            continue;
+        };
+        let mut days = [false; 7];
+        if day_list.is_empty() {
+            fail(
+                join_key(&at, "days"),
+                "no day: list at least one (Mon ... Sun, or a range such as Mon-Fri)".into(),
+            );
+        }
+        for (j, d) in day_list.iter().enumerate() {
+            match window::parse_days(std::slice::from_ref(d)) {
+                Ok(one) => (0..7).for_each(|k| days[k] |= one[k]),
+                Err(m) => fail(join_index(&join_key(&at, "days"), j), m),
+            }
+        }
+        let start = window::parse_start(start)
+            .map_err(|m| fail(join_key(&at, "start"), m))
+            .ok();
+        let duration = window::parse_duration(duration)
+            .map_err(|m| fail(join_key(&at, "duration"), m))
+            .ok();
+        let zone_name = w.time_zone.clone().unwrap_or_else(|| "UTC".to_string());
+        let zone = window::parse_zone(&zone_name)
+            .map_err(|m| fail(join_key(&at, "timeZone"), m))
+            .ok();
+        if let (Some(start), Some(duration), Some(zone)) = (start, duration, zone) {
+            windows.push(Window {
+                days,
+                start,
+                duration,
+                zone_name,
+                zone,
+            });
+        }
+    }
+    (errors.len() == before).then_some(Maintenance {
+        applies_to,
+        windows,
+    })
+}
+
+/// `waves`, checked; `None` when anything is wrong (reported).
+fn resolve_waves(
+    file: &str,
+    map: &SourceMap,
+    prefix: &str,
+    doc: &WavesDoc,
+    errors: &mut Vec<RepoError>,
+) -> Option<Waves> {
+    let before = errors.len();
+    let mut fail = |field: &str, message: String| {
+        errors.push(RepoError::at_field(
+            file,
+            map,
+            join_key(prefix, field),
+            message,
+        ));
+    };
+    let mut out = Waves::default();
+    if let Some(by) = &doc.by {
+        let problems = names::label_key_errors(by, names::Wording::Validation);
+        if problems.is_empty() {
+            out.by = by.clone();
+        } else {
+            fail(
+                "by",
+                format!("invalid label key {by:?}: {}", problems.join("; ")),
+            );
+        }
+    }
+    let span = |s: &str| -> Result<Duration, String> {
+        humantime::parse_duration(s.trim())
+            .map_err(|e| format!("invalid duration {s:?}: {e} (write e.g. 30s, 10m or 1h)"))
+    };
+    if let Some(s) = &doc.soak {
+        match span(s) {
+            Ok(d) => out.soak = d,
+            Err(m) => fail("soak", m),
+        }
+    }
+    if let Some(s) = &doc.jitter {
+        match span(s) {
+            Ok(d) if d > MAX_JITTER => fail(
+                "jitter",
+                format!("invalid duration {s:?}: jitter is at most 1h (it spreads a wave's start)"),
+            ),
+            Ok(d) => out.jitter = d,
+            Err(m) => fail("jitter", m),
+        }
+    }
+    (errors.len() == before).then_some(out)
 }
 
 /// `maxUnavailable`: a count or a percentage, at least 1 (or 1%).

@@ -1208,3 +1208,165 @@ spec:
         "{e}"
     );
 }
+
+const WINDOWED: &str = "\
+apiVersion: kubelet-gitops.io/v1alpha1
+kind: NodePool
+metadata:
+  name: gpu
+spec:
+  nodeSelector:
+    matchLabels: {node.kubernetes.io/pool: gpu}
+  rollout:
+    maintenance:
+      appliesTo: all
+      windows:
+        - days: [Sat, Sun]
+          start: \"22:00\"
+          duration: 6h
+          timeZone: Europe/Berlin
+        - {days: [Mon-Fri], start: \"02:00\", duration: 1h}
+    waves:
+      by: topology.kubernetes.io/zone
+      soak: 10m
+      jitter: 30s
+";
+
+#[test]
+fn maintenance_windows_and_waves_render() {
+    use crate::rollout::window::AppliesTo;
+    let repo = ok(&with(&full(), "pools/gpu.yaml", WINDOWED));
+    let gpu = repo.pools.iter().find(|p| p.spec.name == "gpu").unwrap();
+    let m = gpu.spec.rollout.maintenance.as_ref().unwrap();
+    assert_eq!(m.applies_to, AppliesTo::All);
+    let shown: Vec<String> = m.windows.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        shown,
+        [
+            "Sat,Sun 22:00 Europe/Berlin for 6h",
+            "Mon,Tue,Wed,Thu,Fri 02:00 UTC for 1h"
+        ]
+    );
+    let w = gpu.spec.rollout.waves.as_ref().unwrap();
+    assert_eq!(w.by, "topology.kubernetes.io/zone");
+    assert_eq!(w.soak, Duration::from_secs(600));
+    assert_eq!(w.jitter, Duration::from_secs(30));
+    // The settings' windows are every pool's default; a pool's own replace them.
+    let settings = replaced(
+        SETTINGS,
+        "    healthTimeout: 3m\n",
+        "    healthTimeout: 3m\n    maintenance:\n      windows: [{days: [Tue], start: \"02:00\", duration: 2h}]\n    waves: {}\n",
+    );
+    let repo = ok(&with(&full(), "kubelet-gitops.yaml", settings));
+    let general = repo
+        .pools
+        .iter()
+        .find(|p| p.spec.name == "general")
+        .unwrap();
+    let m = general.spec.rollout.maintenance.as_ref().unwrap();
+    assert_eq!(m.applies_to, AppliesTo::Drain, "the default");
+    assert_eq!(m.windows[0].to_string(), "Tue 02:00 UTC for 2h");
+    assert_eq!(
+        general.spec.rollout.waves.as_ref().unwrap().by,
+        "topology.kubernetes.io/zone",
+        "the default label"
+    );
+}
+
+#[test]
+fn bad_windows_and_waves_are_errors_at_their_line() {
+    let mut failures = Vec::new();
+    for (from, to, want) in [
+        (
+            "[Sat, Sun]",
+            "[Sat, Sunday, Caturday]",
+            "pools/gpu.yaml:12:31: spec.rollout.maintenance.windows[0].days[2]: unknown day \"Caturday\"",
+        ),
+        (
+            "[Sat, Sun]",
+            "[]",
+            "pools/gpu.yaml:12:11: spec.rollout.maintenance.windows[0].days: no day",
+        ),
+        (
+            "\"22:00\"",
+            "\"24:00\"",
+            "pools/gpu.yaml:13:11: spec.rollout.maintenance.windows[0].start: invalid start time \"24:00\"",
+        ),
+        (
+            "duration: 6h",
+            "duration: 8d",
+            "pools/gpu.yaml:14:11: spec.rollout.maintenance.windows[0].duration: invalid duration \"8d\": a window lasts at most 7 days",
+        ),
+        (
+            "duration: 6h",
+            "duration: 0s",
+            "spec.rollout.maintenance.windows[0].duration: invalid duration \"0s\": must be more than zero",
+        ),
+        (
+            "Europe/Berlin",
+            "Europe/Berln",
+            "pools/gpu.yaml:15:11: spec.rollout.maintenance.windows[0].timeZone: unknown time zone \"Europe/Berln\"",
+        ),
+        (
+            "appliesTo: all",
+            "appliesTo: everything",
+            "pools/gpu.yaml:10:7: spec.rollout.maintenance.appliesTo: invalid value \"everything\"",
+        ),
+        (
+            "timeZone: Europe/Berlin",
+            "timezone: Europe/Berlin",
+            "spec.rollout.maintenance.windows[0].timezone: unknown field \"timezone\"",
+        ),
+        (
+            "          start: \"22:00\"\n",
+            "",
+            "spec.rollout.maintenance.windows[0].start: start is required in a window",
+        ),
+        (
+            "soak: 10m",
+            "soak: ten minutes",
+            "pools/gpu.yaml:19:7: spec.rollout.waves.soak: invalid duration \"ten minutes\"",
+        ),
+        (
+            "jitter: 30s",
+            "jitter: 2h",
+            "spec.rollout.waves.jitter: invalid duration \"2h\": jitter is at most 1h",
+        ),
+        (
+            "by: topology.kubernetes.io/zone",
+            "by: \"bad key!\"",
+            "spec.rollout.waves.by: invalid label key \"bad key!\"",
+        ),
+    ] {
+        let e = errors(&with(
+            &full(),
+            "pools/gpu.yaml",
+            replaced(WINDOWED, from, to),
+        ));
+        if !e.contains(want) {
+            failures.push(format!("{to}: {e}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // Unquoted, a start time is a string all the same.
+    let unquoted = replaced(WINDOWED, "start: \"22:00\"", "start: 22:00");
+    let repo = ok(&with(&full(), "pools/gpu.yaml", unquoted));
+    let gpu = repo.pools.iter().find(|p| p.spec.name == "gpu").unwrap();
+    let m = gpu.spec.rollout.maintenance.as_ref().unwrap();
+    assert_eq!(
+        m.windows[0].to_string(),
+        "Sat,Sun 22:00 Europe/Berlin for 6h"
+    );
+    let empty = replaced(
+        WINDOWED,
+        "      windows:\n        - days: [Sat, Sun]\n          start: \"22:00\"\n          duration: 6h\n          timeZone: Europe/Berlin\n        - {days: [Mon-Fri], start: \"02:00\", duration: 1h}\n",
+        "      windows: []\n",
+    );
+    let e = errors(&with(&full(), "pools/gpu.yaml", empty));
+    assert!(
+        e.contains(
+            "pools/gpu.yaml:11:7: spec.rollout.maintenance.windows: at least one window is required"
+        ),
+        "{e}"
+    );
+}

@@ -130,6 +130,14 @@ impl PoolBuilder {
         self.0.rollout.canary = n;
         self
     }
+    pub fn maintenance(mut self, m: crate::model::Maintenance) -> Self {
+        self.0.rollout.maintenance = Some(m);
+        self
+    }
+    pub fn waves(mut self, w: crate::model::Waves) -> Self {
+        self.0.rollout.waves = Some(w);
+        self
+    }
     pub fn paused(mut self) -> Self {
         self.0.rollout.paused = true;
         self

@@ -17,11 +17,13 @@ fn target<'a>(spec: &'a PoolSpec, name: &str) -> PoolTarget<'a> {
         spec,
         target: cm(name),
         target_created: Some(PUBLISHED.to_string()),
+        class: None,
+        wave_opened: None,
     }
 }
 
 fn plan(pools: &[PoolTarget<'_>], nodes: &[NodeInfo]) -> RolloutPlan {
-    plan_rollout(NS, pools, nodes)
+    plan_rollout(NS, pools, nodes, jiff::Timestamp::UNIX_EPOCH)
 }
 
 /// `(node, reason)` of every action.
@@ -258,6 +260,8 @@ fn a_new_node_gets_the_target_at_once() {
     // A target whose creation time is unknown makes no node new.
     let unknown = [PoolTarget {
         target_created: None,
+        class: None,
+        wave_opened: None,
         ..pools[0].clone()
     }];
     assert!(plan(&unknown, &nodes).actions.is_empty());

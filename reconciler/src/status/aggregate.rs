@@ -68,6 +68,25 @@ fn pool_parts(report: &PoolReport, in_summary: bool) -> (StatusState, Vec<Part>)
             ],
         ),
         PoolPhase::Paused => (StatusState::Pending, progress_parts("paused: ")),
+        PoolPhase::Progressing if report.hold.is_some() => {
+            let hold = report
+                .hold
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            (StatusState::Pending, progress_parts(&format!("{hold}: ")))
+        }
+        PoolPhase::Progressing if report.wave.is_some() => {
+            let wave = report
+                .wave
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            (
+                StatusState::Pending,
+                progress_parts(&format!("rolling out, {wave}: ")),
+            )
+        }
         PoolPhase::Progressing if report.done < report.canary.len() => {
             let mut parts = progress_parts("canary: ");
             parts.push(Part::fixed(format!(" ({} canary)", report.canary.len())));
@@ -246,6 +265,10 @@ mod tests {
             phase,
             canary: Vec::new(),
             max_unavailable: 1,
+            hold: None,
+            wave: None,
+            wave_opened: None,
+            wake_at: None,
         }
     }
 

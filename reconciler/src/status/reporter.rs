@@ -319,6 +319,10 @@ mod tests {
             phase,
             canary: Vec::new(),
             max_unavailable: 1,
+            hold: None,
+            wave: None,
+            wave_opened: None,
+            wake_at: None,
         }
     }
 

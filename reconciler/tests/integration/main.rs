@@ -27,3 +27,4 @@ mod status_forges;
 mod status_notes;
 mod statuses_sim;
 mod webhook;
+mod windows_waves_sim;
