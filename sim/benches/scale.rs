@@ -27,9 +27,9 @@ use std::time::{Duration, Instant};
 mod memory;
 
 use anyhow::Context as _;
+use cap::Cap;
 use futures::{StreamExt as _, stream};
 use kube::api::{Patch, PatchParams};
-use cap::Cap;
 use kubelet_gitops_sim::cluster::{Sim, SimConfig, StatusChurn};
 use kubelet_gitops_sim::fleet::eks_inventory;
 use kubelet_gitops_sim::store::HISTORY_FRESHNESS;
