@@ -2,10 +2,10 @@
 
 use clap::Parser;
 
-/// mimalloc, not glibc's malloc: a write decodes the object it changes and frees the
-/// decoded value between stored encodings that outlive it, and glibc kept that heap
-/// (at 100,000 Nodes, RSS grew about 2.7 KiB a Node more over a rollout than with
-/// mimalloc, which returns it; docs/sim.md).
+/// mimalloc (without transparent huge pages), not glibc's malloc: a write decodes the
+/// object it changes and frees the decoded value between stored encodings that outlive
+/// it, and glibc kept that heap: at 100,000 Nodes its RSS was twice the live heap after
+/// a rollout. The figures are in docs/sim.md ("At 100,000 Nodes").
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
