@@ -88,6 +88,10 @@ pub struct GitRepo {
     url: RemoteUrl,
     repo: Repository,
     tracking_ref: String,
+    /// The branch head this process last fetched into `tracking_ref` (only it writes
+    /// there): an idle poll compares the remote's refs with it instead of reading the ref
+    /// from disk. `None` until the first fetch and after a failed one.
+    fetched_head: Option<git2::Oid>,
 }
 
 impl std::fmt::Debug for GitRepo {
@@ -186,6 +190,7 @@ impl GitRepo {
             url,
             repo,
             tracking_ref,
+            fetched_head: None,
         })
     }
 
@@ -216,7 +221,10 @@ impl GitRepo {
     /// only objects the cache lacks are transferred.
     #[instrument(skip(self), fields(url = %self.config.url, branch = %self.config.branch))]
     pub fn fetch(&mut self) -> Result<FetchOutcome, GitError> {
-        let previous = self.repo.refname_to_id(&self.tracking_ref).ok();
+        let previous = self
+            .fetched_head
+            .take()
+            .or_else(|| self.repo.refname_to_id(&self.tracking_ref).ok());
         let mut refspecs = vec![format!(
             "+refs/heads/{}:{}",
             self.config.branch, self.tracking_ref
@@ -232,6 +240,7 @@ impl GitRepo {
             && let Some(extra_refs) = self.up_to_date(&advertised, held)
         {
             debug!(head = %held, "remote unchanged");
+            self.fetched_head = Some(held);
             return Ok(FetchOutcome {
                 head: held.to_string(),
                 previous: Some(held.to_string()),
@@ -289,7 +298,9 @@ impl GitRepo {
             }
             _ => false,
         };
+        drop(remote);
         let extra_refs = self.extra_refs()?;
+        self.fetched_head = Some(head);
         debug!(
             head = %head,
             previous = ?previous.map(|p| p.to_string()),
