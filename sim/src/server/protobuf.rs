@@ -347,6 +347,37 @@ mod tests {
     }
 
     #[test]
+    fn decodes_an_eviction_as_kubectl_drain_sends_it() {
+        let mut meta = Vec::new();
+        ld(1, b"web-0", &mut meta);
+        ld(3, b"default", &mut meta);
+        let mut pre = Vec::new();
+        ld(1, b"u-1", &mut pre);
+        let mut opts = Vec::new();
+        varint(1 << 3, &mut opts);
+        varint(0, &mut opts);
+        ld(2, &pre, &mut opts);
+        ld(5, b"All", &mut opts);
+        let mut ev = Vec::new();
+        ld(1, &meta, &mut ev);
+        ld(2, &opts, &mut ev);
+        let mut tm = Vec::new();
+        ld(1, b"policy/v1", &mut tm);
+        ld(2, b"Eviction", &mut tm);
+        let mut unknown = Vec::new();
+        ld(1, &tm, &mut unknown);
+        ld(2, &ev, &mut unknown);
+        let mut body = b"k8s\0".to_vec();
+        body.extend_from_slice(&unknown);
+        assert_eq!(
+            decode(&body).expect("decodes"),
+            serde_json::json!({"apiVersion": "policy/v1", "kind": "Eviction",
+                "metadata": {"name": "web-0", "namespace": "default"},
+                "deleteOptions": {"gracePeriodSeconds": 0, "preconditions": {"uid": "u-1"}, "dryRun": ["All"]}})
+        );
+    }
+
+    #[test]
     fn decodes_a_configmap_as_kubectl_sends_it() {
         let mut time = Vec::new();
         varint(1 << 3, &mut time);
