@@ -129,6 +129,18 @@ fn api_resource(rt: &ResourceType) -> Value {
 }
 
 fn subresource(rt: &ResourceType, sub: &str) -> Value {
+    if sub == "eviction" {
+        // kubectl drain looks for this entry (group and version set) to use evictions.
+        return json!({
+            "name": format!("{}/{}", rt.plural, sub),
+            "singularName": "",
+            "namespaced": rt.namespaced,
+            "group": "policy",
+            "version": "v1",
+            "kind": "Eviction",
+            "verbs": ["create"],
+        });
+    }
     json!({
         "name": format!("{}/{}", rt.plural, sub),
         "singularName": "",
@@ -284,6 +296,16 @@ mod tests {
             .find(|r| r["name"] == "nodes/status")
             .expect("nodes/status");
         assert_eq!(status["verbs"], json!(["get", "patch", "update"]));
+        // What kubectl drain's CheckEvictionSupport looks for.
+        let eviction = resources
+            .iter()
+            .find(|r| r["name"] == "pods/eviction")
+            .expect("pods/eviction");
+        assert_eq!(
+            (&eviction["group"], &eviction["version"], &eviction["kind"]),
+            (&json!("policy"), &json!("v1"), &json!("Eviction"))
+        );
+        assert_eq!(eviction["verbs"], json!(["create"]));
         let cm = resources
             .iter()
             .find(|r| r["name"] == "configmaps")
@@ -309,7 +331,8 @@ mod tests {
             g["preferredVersion"]["groupVersion"],
             "coordination.k8s.io/v1"
         );
-        assert!(group("apps").is_none());
+        assert!(group("batch").is_none());
+        assert!(group("policy").is_some());
         let l = resource_list("coordination.k8s.io", "v1").expect("leases");
         assert_eq!(l["resources"][0]["name"], "leases");
         assert_eq!(l["apiVersion"], "v1");
@@ -337,13 +360,9 @@ mod tests {
                 .any(|p| p["name"] == "fieldValidation" && p["in"] == "query")
         );
         assert!(doc["paths"]["/api/v1/nodes/{name}"]["patch"].is_object());
-        // Pods are read-only here: no PATCH operation.
-        assert!(
-            doc["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"]
-                .get("patch")
-                .is_none()
-        );
-        assert!(openapi_v3_group_version("apis/apps/v1").is_none());
+        assert!(doc["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"]["patch"].is_object());
+        assert!(openapi_v3_group_version("apis/policy/v1").is_some());
+        assert!(openapi_v3_group_version("apis/batch/v1").is_none());
         assert!(openapi_v3_group_version("nonsense").is_none());
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod cluster;
 pub mod discovery;
+pub mod disruption;
 pub mod error;
 pub mod faults;
 pub mod fleet;

@@ -34,7 +34,9 @@ pub fn list_kind(kind: &str, path: &str) -> ListKind {
     match (kind, path) {
         (_, "metadata.ownerReferences") => ListKind::Map("uid"),
         (_, "metadata.finalizers") => ListKind::Set,
-        ("Node" | "Namespace" | "Pod", "status.conditions") => ListKind::Map("type"),
+        ("Node" | "Namespace" | "Pod" | "PodDisruptionBudget", "status.conditions") => {
+            ListKind::Map("type")
+        }
         ("Node", "status.addresses") => ListKind::Map("type"),
         ("Node", "spec.podCIDRs") => ListKind::Set,
         ("Pod", "spec.containers" | "spec.initContainers" | "spec.volumes") => {
@@ -54,6 +56,7 @@ pub fn is_map_field(kind: &str, path: &str) -> bool {
             | ("ConfigMap" | "Secret", "data" | "binaryData" | "stringData")
             | ("Node", "status.capacity" | "status.allocatable")
             | ("Pod", "spec.nodeSelector")
+            | ("PodDisruptionBudget", "status.disruptedPods")
     )
 }
 

@@ -27,7 +27,6 @@ pub struct ResourceType {
 const ALL_VERBS: &[&str] = &[
     "create", "delete", "get", "list", "patch", "update", "watch",
 ];
-const READ_VERBS: &[&str] = &["get", "list", "watch"];
 
 /// Every resource the sim serves.
 pub static RESOURCES: &[ResourceType] = &[
@@ -94,8 +93,8 @@ pub static RESOURCES: &[ResourceType] = &[
         kind: "Pod",
         namespaced: true,
         short_names: &["po"],
-        verbs: READ_VERBS,
-        subresources: &[],
+        verbs: ALL_VERBS,
+        subresources: &["status", "eviction"],
     },
     ResourceType {
         group: "events.k8s.io",
@@ -118,6 +117,28 @@ pub static RESOURCES: &[ResourceType] = &[
         short_names: &[],
         verbs: ALL_VERBS,
         subresources: &[],
+    },
+    ResourceType {
+        group: "apps",
+        version: "v1",
+        plural: "daemonsets",
+        singular: "daemonset",
+        kind: "DaemonSet",
+        namespaced: true,
+        short_names: &["ds"],
+        verbs: ALL_VERBS,
+        subresources: &["status"],
+    },
+    ResourceType {
+        group: "policy",
+        version: "v1",
+        plural: "poddisruptionbudgets",
+        singular: "poddisruptionbudget",
+        kind: "PodDisruptionBudget",
+        namespaced: true,
+        short_names: &["pdb"],
+        verbs: ALL_VERBS,
+        subresources: &["status"],
     },
 ];
 
@@ -212,6 +233,14 @@ pub mod kinds {
     pub fn leases() -> &'static ResourceType {
         &RESOURCES[7]
     }
+    /// apps/v1 daemonsets.
+    pub fn daemonsets() -> &'static ResourceType {
+        &RESOURCES[8]
+    }
+    /// policy/v1 poddisruptionbudgets.
+    pub fn pdbs() -> &'static ResourceType {
+        &RESOURCES[9]
+    }
 }
 
 #[cfg(test)]
@@ -230,6 +259,11 @@ mod tests {
         assert!(find("", "v1", "deployments").is_none());
         assert_eq!(kinds::events().group, "events.k8s.io");
         assert_eq!(kinds::pods().kind, "Pod");
-        assert!(!kinds::pods().supports("create"));
+        assert!(kinds::pods().supports("create"));
+        assert_eq!(kinds::daemonsets().kind, "DaemonSet");
+        assert_eq!(
+            kinds::pdbs().qualified_resource(),
+            "poddisruptionbudgets.policy"
+        );
     }
 }

@@ -399,7 +399,147 @@ pub fn validate(rt: &ResourceType, obj: &Value, old: Option<&Value>) -> Vec<Caus
                 }
             }
         }
+        ("", "Pod") => {
+            errs.extend(pod_spec_rules(obj));
+            if let Some(old) = old {
+                let mask = |o: &Value| {
+                    crate::store::immutable_pod_spec(o.get("spec").unwrap_or(&Value::Null))
+                };
+                if mask(obj) != mask(old) {
+                    errs.push(forbidden(
+                        "spec",
+                        &format!(
+                            "pod updates may not change fields other than {}",
+                            UPDATABLE_POD_SPEC_FIELDS.join(",")
+                        ),
+                    ));
+                }
+            }
+        }
+        ("policy", "PodDisruptionBudget") => errs.extend(budget_spec_rules(obj)),
         _ => {}
+    }
+    errs
+}
+
+/// upstream `updatablePodSpecFields`, as the Forbidden message of a pod update lists them.
+const UPDATABLE_POD_SPEC_FIELDS: [&str; 5] = [
+    "`spec.containers[*].image`",
+    "`spec.initContainers[*].image`",
+    "`spec.activeDeadlineSeconds`",
+    "`spec.tolerations` (only additions to existing tolerations)",
+    "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
+];
+
+/// The part of `ValidatePodSpec` that matters here: containers (required, named as
+/// DNS-1123 labels, unique, with an image) and a node name that is a DNS subdomain.
+fn pod_spec_rules(obj: &Value) -> Vec<Cause> {
+    let mut errs = Vec::new();
+    let containers = obj.pointer("/spec/containers").and_then(Value::as_array);
+    if containers.is_none_or(|c| c.is_empty()) {
+        errs.push(required("spec.containers", ""));
+    }
+    let mut seen: Vec<&str> = Vec::new();
+    for (list, cs) in [
+        (
+            "initContainers",
+            obj.pointer("/spec/initContainers")
+                .and_then(Value::as_array),
+        ),
+        ("containers", containers),
+    ] {
+        for (i, c) in cs.into_iter().flatten().enumerate() {
+            let base = format!("spec.{list}[{i}]");
+            let name = c.get("name").and_then(Value::as_str).unwrap_or("");
+            if name.is_empty() {
+                errs.push(required(&format!("{base}.name"), ""));
+            } else {
+                for m in names::dns1123_label_errors(name) {
+                    errs.push(invalid(&format!("{base}.name"), name, &m));
+                }
+                if seen.contains(&name) {
+                    errs.push(duplicate(&format!("{base}.name"), name));
+                }
+                seen.push(name);
+            }
+            if c.get("image")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .trim()
+                .is_empty()
+            {
+                errs.push(required(&format!("{base}.image"), ""));
+            }
+        }
+    }
+    if let Some(node) = obj.pointer("/spec/nodeName").and_then(Value::as_str)
+        && !node.is_empty()
+    {
+        for m in names::dns1123_subdomain_errors(node) {
+            errs.push(invalid("spec.nodeName", node, &m));
+        }
+    }
+    errs
+}
+
+/// `ValidatePodDisruptionBudgetSpec`: not both of minAvailable and maxUnavailable, each
+/// a non-negative number or a percentage up to 100%, a known unhealthy pod eviction
+/// policy.
+fn budget_spec_rules(obj: &Value) -> Vec<Cause> {
+    let mut errs = Vec::new();
+    let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
+    let set = |f: &str| spec.get(f).filter(|v| !v.is_null());
+    if set("minAvailable").is_some() && set("maxUnavailable").is_some() {
+        errs.push(invalid_value(
+            "spec",
+            &spec,
+            "minAvailable and maxUnavailable cannot be both set",
+        ));
+    }
+    for f in ["minAvailable", "maxUnavailable"] {
+        let Some(v) = set(f) else { continue };
+        let path = format!("spec.{f}");
+        match v {
+            Value::Number(n) => {
+                if n.as_i64().is_none_or(|n| n < 0) {
+                    errs.push(invalid_value(
+                        &path,
+                        v,
+                        "must be greater than or equal to 0",
+                    ));
+                }
+            }
+            Value::String(s) => {
+                let digits = s
+                    .strip_suffix('%')
+                    .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()));
+                match digits {
+                    None => errs.push(invalid(&path, s, "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')")),
+                    Some(d) if d.parse::<u64>().is_ok_and(|p| p > 100) => {
+                        errs.push(invalid(&path, s, "must not be greater than 100%"));
+                    }
+                    Some(_) => {}
+                }
+            }
+            other => errs.push(invalid_value(
+                &path,
+                other,
+                "must be an integer or a percentage",
+            )),
+        }
+    }
+    if let Some(p) = spec
+        .get("unhealthyPodEvictionPolicy")
+        .and_then(Value::as_str)
+    {
+        const POLICIES: [&str; 2] = ["AlwaysAllow", "IfHealthyBudget"];
+        if !POLICIES.contains(&p) {
+            errs.push(not_supported(
+                "spec.unhealthyPodEvictionPolicy",
+                p,
+                &POLICIES,
+            ));
+        }
     }
     errs
 }

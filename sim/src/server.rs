@@ -45,7 +45,7 @@ use read::{do_get, do_list};
 use response::{error_response, json_response};
 use route::{Route, Target, method_not_allowed_here, path_not_found, route, verb_of};
 use watch::do_watch;
-use write::{do_create, do_delete, do_patch, do_update};
+use write::{do_create, do_delete, do_evict, do_patch, do_update};
 
 /// Largest request body accepted (kube-apiserver's limit is 3 MiB).
 const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
@@ -310,6 +310,7 @@ async fn serve(
                 Err(_) => return error_response(&too_large()),
             };
             match verb {
+                "create" if t.sub.is_some() => do_evict(st, t, params, headers, &bytes),
                 "create" => do_create(st, t, params, headers, &bytes, output),
                 "update" => do_update(st, t, params, headers, &bytes, output),
                 "patch" => do_patch(st, t, params, headers, &bytes, output),

@@ -19,10 +19,12 @@ mod decode;
 mod delete;
 mod encoded;
 mod events;
+mod eviction;
 #[cfg(test)]
 mod fixtures;
 mod managed;
 mod meta;
+mod pods;
 mod read;
 mod strategy;
 mod update;
@@ -40,7 +42,9 @@ use crate::error::ApiError;
 use crate::resources::{RESOURCES, ResourceType, kinds};
 
 pub use encoded::{SharedObject, raw_field};
+pub use eviction::{EvictionRequest, eviction_status};
 pub use meta::{now_rfc3339, rfc3339};
+pub(crate) use pods::immutable_pod_spec;
 pub use read::{ListOptions, ListResult, SharedList};
 pub use update::PatchType;
 pub use watch::{DEFAULT_BOOKMARK_INTERVAL, DEFAULT_WATCH_BUFFER, WatchEvent, WatchOptions};
@@ -283,8 +287,28 @@ impl Store {
     }
 
     /// Store `obj` under `key` with the next resourceVersion, record the event and hand
-    /// it to watchers. `prev` is the object it replaces. Returns `obj` as stored.
+    /// it to watchers, then run what the cluster's controllers do about it (the
+    /// disruption controller, for a Pod or a PodDisruptionBudget). `prev` is the object
+    /// it replaces. Returns `obj` as stored.
     fn commit(
+        &self,
+        st: &mut State,
+        rt: &ResourceType,
+        key: Key,
+        kind: &'static str,
+        obj: Value,
+        prev: Option<SharedObject>,
+    ) -> Value {
+        let ns = key.0.clone();
+        let out = self.commit_inner(st, rt, key, kind, obj, prev);
+        if pods::is_pod(rt) || pods::is_budget(rt) {
+            self.sync_budgets(st, &ns);
+        }
+        out
+    }
+
+    /// [`Store::commit`] without the controllers (their own writes).
+    fn commit_inner(
         &self,
         st: &mut State,
         rt: &ResourceType,

@@ -1,7 +1,7 @@
 //! Decoding of Kubernetes protobuf request bodies (`application/vnd.kubernetes.protobuf`)
 //! into JSON, for the kinds kubectl 1.32 writes through its typed clients:
 //! `kubectl create namespace`, `kubectl create configmap` and `kubectl create secret`
-//! send protobuf and do not fall back to JSON on 415. Responses are always JSON.
+//! send protobuf and do not fall back to JSON on 415; so do `kubectl drain`'s evictions. Responses are always JSON.
 //!
 //! The envelope is the magic `k8s\0` followed by a `runtime.Unknown` message
 //! (k8s.io/apimachinery/pkg/runtime/generated.proto) whose `raw` field holds the object;
@@ -83,6 +83,25 @@ const NAMESPACE: &[Field] = &[
     f(1, "metadata", Kind::Msg(OBJECT_META)),
     f(2, "spec", Kind::Msg(NAMESPACE_SPEC)),
     f(3, "status", Kind::Msg(NAMESPACE_STATUS)),
+];
+
+const PRECONDITIONS: &[Field] = &[f(1, "uid", Kind::Str), f(2, "resourceVersion", Kind::Str)];
+const DELETE_OPTIONS: &[Field] = &[
+    f(1, "gracePeriodSeconds", Kind::Int),
+    f(2, "preconditions", Kind::Msg(PRECONDITIONS)),
+    f(3, "orphanDependents", Kind::Bool),
+    f(4, "propagationPolicy", Kind::Str),
+    f(5, "dryRun", Kind::RepeatedStr),
+    f(
+        6,
+        "ignoreStoreReadErrorWithClusterBreakingPotential",
+        Kind::Bool,
+    ),
+];
+/// policy/v1 Eviction (k8s.io/api/policy/v1 generated.proto).
+const EVICTION: &[Field] = &[
+    f(1, "metadata", Kind::Msg(OBJECT_META)),
+    f(2, "deleteOptions", Kind::Msg(DELETE_OPTIONS)),
 ];
 
 const TYPE_META: &[Field] = &[f(1, "apiVersion", Kind::Str), f(2, "kind", Kind::Str)];
@@ -284,9 +303,10 @@ pub(crate) fn decode(body: &[u8]) -> Result<Value, String> {
         ("v1", "ConfigMap") => CONFIG_MAP,
         ("v1", "Secret") => SECRET,
         ("v1", "Namespace") => NAMESPACE,
+        ("policy/v1" | "policy/v1beta1", "Eviction") => EVICTION,
         _ => {
             return Err(format!(
-                "protobuf is decoded for v1 ConfigMap, Secret and Namespace only (got {api_version:?} {kind:?}); send JSON"
+                "protobuf is decoded for v1 ConfigMap, Secret, Namespace and policy Eviction only (got {api_version:?} {kind:?}); send JSON"
             ));
         }
     };
@@ -324,6 +344,37 @@ mod tests {
         ld(1, k.as_bytes(), &mut e);
         ld(2, v, &mut e);
         e
+    }
+
+    #[test]
+    fn decodes_an_eviction_as_kubectl_drain_sends_it() {
+        let mut meta = Vec::new();
+        ld(1, b"web-0", &mut meta);
+        ld(3, b"default", &mut meta);
+        let mut pre = Vec::new();
+        ld(1, b"u-1", &mut pre);
+        let mut opts = Vec::new();
+        varint(1 << 3, &mut opts);
+        varint(0, &mut opts);
+        ld(2, &pre, &mut opts);
+        ld(5, b"All", &mut opts);
+        let mut ev = Vec::new();
+        ld(1, &meta, &mut ev);
+        ld(2, &opts, &mut ev);
+        let mut tm = Vec::new();
+        ld(1, b"policy/v1", &mut tm);
+        ld(2, b"Eviction", &mut tm);
+        let mut unknown = Vec::new();
+        ld(1, &tm, &mut unknown);
+        ld(2, &ev, &mut unknown);
+        let mut body = b"k8s\0".to_vec();
+        body.extend_from_slice(&unknown);
+        assert_eq!(
+            decode(&body).expect("decodes"),
+            serde_json::json!({"apiVersion": "policy/v1", "kind": "Eviction",
+                "metadata": {"name": "web-0", "namespace": "default"},
+                "deleteOptions": {"gracePeriodSeconds": 0, "preconditions": {"uid": "u-1"}, "dryRun": ["All"]}})
+        );
     }
 
     #[test]

@@ -100,6 +100,7 @@ pub(super) fn verb_of(method: &Method, t: &Target, watch: bool) -> Result<&'stat
         ("GET", true) => "get",
         ("GET", false) => "list",
         ("POST", false) => "create",
+        ("POST", true) if t.sub.as_deref() == Some("eviction") => "create",
         ("PUT", true) => "update",
         ("PATCH", true) => "patch",
         ("DELETE", true) => "delete",
@@ -107,6 +108,7 @@ pub(super) fn verb_of(method: &Method, t: &Target, watch: bool) -> Result<&'stat
         _ => return Err(method_not_allowed_here()),
     };
     let allowed = match &t.sub {
+        Some(sub) if sub == "eviction" => verb == "create",
         Some(_) => matches!(verb, "get" | "update" | "patch"),
         // Writes to a namespaced resource need a namespace in the path.
         None if t.rt.namespaced && t.ns.is_none() => {

@@ -199,6 +199,68 @@ pub(crate) fn columns(rt: &ResourceType) -> Vec<Value> {
                 "A human-readable description of the status of this operation.",
             ),
         ],
+        ("policy", "PodDisruptionBudget") => vec![
+            name,
+            col(
+                "Min Available",
+                "string",
+                0,
+                "The minimum number of pods that must be available.",
+            ),
+            col(
+                "Max Unavailable",
+                "string",
+                0,
+                "The maximum number of pods that may be unavailable.",
+            ),
+            col(
+                "Allowed Disruptions",
+                "integer",
+                0,
+                "Calculated number of pods that may be disrupted at this time.",
+            ),
+            age,
+        ],
+        ("apps", "DaemonSet") => vec![
+            name,
+            col(
+                "Desired",
+                "integer",
+                0,
+                "The number of nodes that should be running the daemon pod.",
+            ),
+            col(
+                "Current",
+                "integer",
+                0,
+                "The number of nodes running at least one daemon pod.",
+            ),
+            col(
+                "Ready",
+                "integer",
+                0,
+                "The number of nodes that should be running the daemon pod and have one or more running and ready.",
+            ),
+            col(
+                "Up-to-date",
+                "integer",
+                0,
+                "The total number of nodes that are running updated daemon pod.",
+            ),
+            col(
+                "Available",
+                "integer",
+                0,
+                "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and available.",
+            ),
+            col(
+                "Node Selector",
+                "string",
+                0,
+                "NodeSelector is a selector which must be true for the pod to fit on a node.",
+            ),
+            age,
+        ],
         _ => vec![name, col("Created At", "date", 0, AGE_DOC)],
     }
 }
@@ -442,6 +504,57 @@ fn cells(rt: &ResourceType, obj: &Value, now: i64) -> Vec<Value> {
             vec![name, json!(s(obj, &["spec", "holderIdentity"])), json!(age)]
         }
         (_, "Event") => event_cells(obj, now),
+        ("policy", "PodDisruptionBudget") => {
+            let int_or_string = |f: &str| match obj.pointer(&format!("/spec/{f}")) {
+                Some(Value::String(v)) => v.clone(),
+                Some(Value::Number(n)) => n.to_string(),
+                _ => "N/A".to_string(),
+            };
+            vec![
+                name,
+                json!(int_or_string("minAvailable")),
+                json!(int_or_string("maxUnavailable")),
+                json!(
+                    obj.pointer("/status/disruptionsAllowed")
+                        .and_then(Value::as_i64)
+                        .unwrap_or(0)
+                ),
+                json!(age),
+            ]
+        }
+        ("apps", "DaemonSet") => {
+            let n = |f: &str| {
+                json!(
+                    obj.pointer(&format!("/status/{f}"))
+                        .and_then(Value::as_i64)
+                        .unwrap_or(0)
+                )
+            };
+            let selector: Vec<String> = obj
+                .pointer("/spec/template/spec/nodeSelector")
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let selector = if selector.is_empty() {
+                "<none>".to_string()
+            } else {
+                selector.join(",")
+            };
+            vec![
+                name,
+                n("desiredNumberScheduled"),
+                n("currentNumberScheduled"),
+                n("numberReady"),
+                n("updatedNumberScheduled"),
+                n("numberAvailable"),
+                json!(selector),
+                json!(age),
+            ]
+        }
         _ => vec![name, json!(created)],
     }
 }

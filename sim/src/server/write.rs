@@ -12,7 +12,7 @@ use super::response::{json_response, object_response};
 use super::{AppState, Target, header_str, protobuf};
 use crate::error::{ApiError, success_status};
 use crate::resources::ResourceType;
-use crate::store::PatchType;
+use crate::store::{EvictionRequest, PatchType};
 
 fn decode_body(rt: &ResourceType, headers: &HeaderMap, bytes: &[u8]) -> Result<Value, ApiError> {
     let format = negotiate::body_format(header_str(headers, header::CONTENT_TYPE))?;
@@ -160,14 +160,25 @@ pub(super) fn do_delete(
         .get("preconditions")
         .filter(|p| !p.is_null())
         .cloned();
+    // The body's grace period wins over the query's, as upstream decodes them.
+    let grace = options
+        .get("gracePeriodSeconds")
+        .and_then(Value::as_i64)
+        .or_else(|| {
+            params
+                .get("gracePeriodSeconds")
+                .and_then(|g| g.parse().ok())
+        });
     let deleted = st
         .store
-        .delete(t.rt, t.ns.as_deref(), name, preconditions)?;
-    // Still there (finalizers, graceful deletion): the object; gone: a Success Status,
-    // as the real server answers an immediate delete.
-    if deleted
-        .pointer("/metadata/deletionTimestamp")
-        .is_some_and(|v| !v.is_null())
+        .delete_with(t.rt, t.ns.as_deref(), name, preconditions, grace)?;
+    // Still there (finalizers, graceful deletion), or a pod (whose registry returns the
+    // deleted object): the object; gone: a Success Status, as the real server answers
+    // an immediate delete.
+    if t.rt.group.is_empty() && t.rt.kind == "Pod"
+        || deleted
+            .pointer("/metadata/deletionTimestamp")
+            .is_some_and(|v| !v.is_null())
     {
         return Ok(object_response(StatusCode::OK, &deleted, output));
     }
@@ -176,4 +187,57 @@ pub(super) fn do_delete(
         StatusCode::OK,
         &success_status(t.rt, name, uid),
     ))
+}
+
+/// POST `pods/{name}/eviction`: a policy/v1 (or v1beta1) Eviction. Upstream answers 201
+/// with a Status, whether it says `Success` or (more than one budget) `Failure`.
+pub(super) fn do_evict(
+    st: &AppState,
+    t: &Target,
+    params: &Params,
+    headers: &HeaderMap,
+    bytes: &[u8],
+) -> Result<Response, ApiError> {
+    let opts = write_options(params, "CreateOptions", None, user_agent(headers))?;
+    let body = decode_eviction(headers, bytes)?;
+    let name = t.name.as_deref().unwrap_or("");
+    let ns = t.ns.as_deref().unwrap_or("");
+    if let Some(body_ns) = body.pointer("/metadata/namespace").and_then(Value::as_str)
+        && !body_ns.is_empty()
+        && body_ns != ns
+    {
+        return Err(ApiError::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        ));
+    }
+    let req = EvictionRequest::from_body(name, &body, opts.dry_run)?;
+    let status = st.store.evict(ns, name, &req)?;
+    Ok(json_response(StatusCode::CREATED, &status))
+}
+
+fn decode_eviction(headers: &HeaderMap, bytes: &[u8]) -> Result<Value, ApiError> {
+    let format = negotiate::body_format(header_str(headers, header::CONTENT_TYPE))?;
+    let parsed: Result<Value, String> = match format {
+        BodyFormat::Json => serde_json::from_slice(bytes).map_err(|e| e.to_string()),
+        BodyFormat::Yaml => std::str::from_utf8(bytes)
+            .map_err(|e| e.to_string())
+            .and_then(|s| serde_saphyr::from_str::<Value>(s).map_err(|e| e.to_string())),
+        BodyFormat::Protobuf => protobuf::decode(bytes),
+    };
+    let body = parsed.map_err(|e| {
+        ApiError::bad_request(format!(
+            "the object provided is unrecognized (must be of type Eviction): {e}"
+        ))
+    })?;
+    let kind = body.get("kind").and_then(Value::as_str).unwrap_or("");
+    let api_version = body.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    if !body.is_object()
+        || kind != "Eviction"
+        || !matches!(api_version, "policy/v1" | "policy/v1beta1")
+    {
+        return Err(ApiError::bad_request(format!(
+            "not a Eviction object: {api_version} {kind}"
+        )));
+    }
+    Ok(body)
 }

@@ -108,7 +108,8 @@ impl Store {
         }
         set_meta(&mut obj, "uid", Value::String(self.uuid()));
         set_meta(&mut obj, "creationTimestamp", Value::String(now_rfc3339()));
-        // None of the served kinds' strategies sets `generation`: what the client sent
+        // Only the strategies of Pods, DaemonSets and PodDisruptionBudgets set
+        // `generation` (`strategy_for_create`): for the other kinds what the client sent
         // stays, and nothing is set when it sent none.
         let entries = match managed {
             Some(m) => m,
@@ -125,7 +126,11 @@ impl Store {
         if opts.dry_run {
             return Ok(obj);
         }
-        Ok(self.commit(st, rt, key, "ADDED", obj, None))
+        let created = self.commit(st, rt, key.clone(), "ADDED", obj, None);
+        if super::pods::is_pod(rt) {
+            self.kubelet_runs(st, &key);
+        }
+        Ok(created)
     }
 
     fn uuid(&self) -> String {

@@ -1,12 +1,13 @@
-//! Delete, at once: no finalizers, grace periods or garbage collection. A namespace's
-//! content goes first, each object with its own DELETED event, and the answer is the
-//! namespace as the real server's first answer shows it (`Terminating`).
+//! Delete, at once (no finalizers or garbage collection) except for a pod bound to a
+//! Node, which terminates for its grace period (`pods`). A namespace's content goes
+//! first, each object with its own DELETED event, and the answer is the namespace as
+//! the real server's first answer shows it (`Terminating`).
 
 use serde_json::{Value, json};
 
 use super::events::{storage, user_error, view};
 use super::meta::{meta_str, now_rfc3339, set_meta};
-use super::{Key, Store, object_key};
+use super::{Key, State, Store, object_key};
 use crate::error::ApiError;
 use crate::resources::{RESOURCES, ResourceType};
 
@@ -24,20 +25,37 @@ impl Store {
         name: &str,
         preconditions: Option<Value>,
     ) -> Result<Value, ApiError> {
-        let (srt, conv) = storage(rt);
-        self.delete_impl(srt, ns, name, preconditions)
-            .map(|v| view(rt, conv, v))
-            .map_err(|e| user_error(rt, conv, e))
+        self.delete_with(rt, ns, name, preconditions, None)
     }
 
-    fn delete_impl(
+    /// Delete with a grace period (`DeleteOptions.gracePeriodSeconds`; only pods have
+    /// one): a pod bound to a Node gets a `deletionTimestamp` and goes once the grace
+    /// period has passed (its own `terminationGracePeriodSeconds` when none is given),
+    /// and the answer is the terminating pod.
+    pub fn delete_with(
         &self,
         rt: &ResourceType,
         ns: Option<&str>,
         name: &str,
         preconditions: Option<Value>,
+        grace_period_seconds: Option<i64>,
     ) -> Result<Value, ApiError> {
+        let (srt, conv) = storage(rt);
         let mut st = self.write();
+        self.delete_locked(&mut st, srt, ns, name, preconditions, grace_period_seconds)
+            .map(|v| view(rt, conv, v))
+            .map_err(|e| user_error(rt, conv, e))
+    }
+
+    pub(super) fn delete_locked(
+        &self,
+        st: &mut State,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        preconditions: Option<Value>,
+        grace_period_seconds: Option<i64>,
+    ) -> Result<Value, ApiError> {
         let key = object_key(rt, ns, name);
         let existing = st
             .stored(rt, &key)
@@ -68,6 +86,9 @@ impl Store {
                     ));
                 }
             }
+        }
+        if super::pods::is_pod(rt) {
+            return Ok(self.delete_pod_locked(st, key, existing, grace_period_seconds));
         }
         let is_namespace = rt.group.is_empty() && rt.plural == "namespaces";
         if is_namespace {
@@ -103,13 +124,13 @@ impl Store {
                         .cloned();
                     if let Some(prev) = prev {
                         let obj = prev.object();
-                        self.commit(&mut st, crt, k, "DELETED", obj, Some(prev));
+                        self.commit(st, crt, k, "DELETED", obj, Some(prev));
                     }
                 }
             }
         }
         let mut out = existing_obj.clone();
-        self.commit(&mut st, rt, key, "DELETED", existing_obj, Some(existing));
+        self.commit(st, rt, key, "DELETED", existing_obj, Some(existing));
         if is_namespace {
             set_meta(&mut out, "deletionTimestamp", Value::String(now_rfc3339()));
             if let Value::Object(m) = &mut out {

@@ -91,11 +91,24 @@ pub(super) fn prepare_for_create(rt: &ResourceType, obj: &mut Value) {
         }
     }
     prepare_secret(rt, obj);
+    if super::pods::is_pod(rt) {
+        super::pods::default_pod(obj);
+    }
 }
 
 /// Per-kind strategy on create (upstream's `PrepareForCreate`, after the managedFields
-/// are computed: nobody owns what it sets): a Namespace's finalizer and phase.
+/// are computed: nobody owns what it sets): a Namespace's finalizer and phase; a Pod's,
+/// DaemonSet's or PodDisruptionBudget's `generation` 1 and initial status.
 pub(super) fn strategy_for_create(rt: &ResourceType, obj: &mut Value) {
+    if super::pods::has_generation(rt) {
+        set_meta(obj, "generation", json!(1));
+    }
+    if super::pods::is_pod(rt) {
+        super::pods::pod_for_create(obj);
+    }
+    if super::pods::is_budget(rt) {
+        super::pods::budget_for_create(obj);
+    }
     if rt.group.is_empty()
         && rt.kind == "Namespace"
         && let Value::Object(m) = obj

@@ -1,6 +1,6 @@
 //! Update and patch (merge, JSON, strategic merge; server-side apply's own steps are in
 //! `apply`). Both end in `finish_update`: the server-owned metadata stays (`generation`
-//! too: no served kind's strategy moves it), and a write that changes nothing
+//! too, except that Pods, DaemonSets and PodDisruptionBudgets count spec changes), and a write that changes nothing
 //! stores nothing (no new resourceVersion, no event). A resourceVersion in the body or
 //! the patch is a precondition.
 
@@ -100,7 +100,7 @@ impl Store {
     /// `existing` (decoded: `old`) to `new` (which already has the shape the subresource
     /// allows).
     #[allow(clippy::too_many_arguments)]
-    fn finish_update(
+    pub(super) fn finish_update(
         &self,
         st: &mut State,
         rt: &ResourceType,
@@ -112,7 +112,12 @@ impl Store {
         managed: ManagedUpdate<'_>,
     ) -> Result<Value, ApiError> {
         // Server-owned metadata stays as stored.
-        for f in ["generation", "resourceVersion", "deletionTimestamp"] {
+        for f in [
+            "generation",
+            "resourceVersion",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+        ] {
             match meta(old).and_then(|m| m.get(f)) {
                 Some(v) => set_meta(&mut new, f, v.clone()),
                 None => remove_meta(&mut new, f),
@@ -127,11 +132,18 @@ impl Store {
             }
         }
         prepare_secret(rt, &mut new);
+        // Pods, DaemonSets and PodDisruptionBudgets count changes of their spec.
+        if super::pods::has_generation(rt) && new.get("spec") != old.get("spec") {
+            let g = meta(old)
+                .and_then(|m| m.get("generation"))
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            set_meta(&mut new, "generation", json!(g + 1));
+        }
         let errs = rules::validate(rt, &new, Some(old));
         if !errs.is_empty() {
             return Err(ApiError::invalid(rt, &key.1, errs));
         }
-        // `generation` stays as stored: none of the served kinds' strategies moves it.
         let entries = match managed {
             ManagedUpdate::Track(manager, sub) => track_update(rt, Some(old), &new, manager, sub),
             ManagedUpdate::Given(entries) => entries,

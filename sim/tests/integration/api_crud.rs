@@ -381,7 +381,7 @@ async fn raw_status_codes_and_headers() {
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["data"]["z"], "1");
 
-    // Writing pods is not served: 405 with the real text.
+    // Pods are written, and validated as upstream validates them.
     let r = sim
         .send_json(
             "POST",
@@ -390,11 +390,21 @@ async fn raw_status_codes_and_headers() {
             &json!({"metadata": {"name": "p"}}),
         )
         .await;
-    assert_eq!(r.status, 405);
+    assert_eq!(r.status, 422);
     assert_eq!(
         r.json()["message"],
-        "create is not supported on resources of kind \"pods\""
+        "Pod \"p\" is invalid: spec.containers: Required value"
     );
+    // POST to a subresource that is not the eviction: 405.
+    let r = sim
+        .raw(
+            "POST",
+            "/api/v1/namespaces/default/pods/p/status",
+            &[],
+            Some(b"{}"),
+        )
+        .await;
+    assert_eq!(r.status, 405);
 
     // A method the path does not serve, and deletecollection (not served): 405.
     let r = sim.raw("POST", "/api/v1/nodes/n1", &[], Some(b"{}")).await;
@@ -669,7 +679,12 @@ async fn discovery_documents() {
     assert_eq!(groups["kind"], "APIGroupList");
     let leases = sim.get("/apis/coordination.k8s.io/v1").await.json();
     assert_eq!(leases["groupVersion"], "coordination.k8s.io/v1");
-    assert_eq!(sim.get("/apis/apps/v1").await.status, 404);
+    assert_eq!(sim.get("/apis/apps/v1").await.status, 200);
+    assert_eq!(
+        sim.get("/apis/policy/v1").await.json()["resources"][0]["name"],
+        "poddisruptionbudgets"
+    );
+    assert_eq!(sim.get("/apis/batch/v1").await.status, 404);
     assert_eq!(sim.get("/openapi/v2").await.status, 404);
     for p in ["/healthz", "/readyz", "/livez"] {
         let r = sim.get(p).await;

@@ -8,6 +8,7 @@ mod api_crud;
 mod api_faults;
 mod api_watch;
 mod kubectl_configmaps;
+mod kubectl_drain;
 mod kubectl_nodes;
 mod kubelet_control;
 mod kubelet_lifecycle;
