@@ -202,6 +202,7 @@ impl RealCluster {
         controllers: bool,
     ) -> Result<RealCluster, E2eError> {
         std::fs::create_dir_all(logs).map_err(E2eError::io("creating the log directory"))?;
+        ensure_inotify_instances();
         let control =
             ControlPlane::start(&dir.join("control-plane"), logs, &bins, controllers).await?;
         let client = crate::cluster::client(&control.admin_kubeconfig).await?;
@@ -528,4 +529,36 @@ podLogsDir: {}
 ",
         cluster_dir.join("var/log/pods").display()
     )
+}
+
+/// The inotify instances a user may hold that the suite wants: every real kubelet holds
+/// several (cAdvisor, the certificate and CA file watchers, the plugin prober), the
+/// scenarios run concurrently, and a kubelet that cannot get one exits at start
+/// ("inotify_init: too many open files"). Many distributions keep the kernel's 128.
+const INOTIFY_INSTANCES: u64 = 1024;
+const INOTIFY_SYSCTL: &str = "/proc/sys/fs/inotify/max_user_instances";
+
+/// Raises `fs.inotify.max_user_instances` to [`INOTIFY_INSTANCES`] when it is lower and
+/// this process may (root); says so on stderr either way, since a kubelet that cannot
+/// watch its files fails in a way that looks like a bad config.
+fn ensure_inotify_instances() {
+    let Some(current) = std::fs::read_to_string(INOTIFY_SYSCTL)
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+    else {
+        return;
+    };
+    if current >= INOTIFY_INSTANCES {
+        return;
+    }
+    match std::fs::write(INOTIFY_SYSCTL, INOTIFY_INSTANCES.to_string()) {
+        Ok(()) => eprintln!(
+            "e2e: raised fs.inotify.max_user_instances from {current} to {INOTIFY_INSTANCES} (real kubelets run concurrently)"
+        ),
+        Err(e) => eprintln!(
+            "e2e: WARNING: fs.inotify.max_user_instances is {current} and cannot be raised ({e}); \
+             concurrent real kubelets may exit with \"inotify_init: too many open files\": \
+             run `sysctl -w fs.inotify.max_user_instances={INOTIFY_INSTANCES}` as root"
+        ),
+    }
 }
