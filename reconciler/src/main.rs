@@ -1,5 +1,3 @@
-use clap::Parser;
-
 fn main() -> std::process::ExitCode {
-    reconciler::cli::Cli::parse().run()
+    reconciler::cli::Cli::parse_env().run()
 }
