@@ -222,7 +222,7 @@ async fn follow(
         node_writer,
         watcher(Api::<Node>::all(client.clone()), watcher::Config::default()).default_backoff(),
     )
-    .map(|_| ());
+    .map(|e| (0, matches!(e, Ok(watcher::Event::InitDone))));
     let cms = kube::runtime::reflector(
         cm_writer,
         watcher(
@@ -231,12 +231,13 @@ async fn follow(
         )
         .default_backoff(),
     )
-    .map(|_| ());
+    .map(|e| (1, matches!(e, Ok(watcher::Event::InitDone))));
     let events = futures::stream::select(nodes, cms);
     let mut events = std::pin::pin!(events);
     let redraw = tty && output == Output::Table && progress;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     let mut last_shown: Option<String> = None;
+    let mut ready = [false; 2];
     let mut last = None;
     let sleep_until = |d: Option<tokio::time::Instant>| async move {
         match d {
@@ -246,7 +247,10 @@ async fn follow(
     };
     loop {
         tokio::select! {
-            e = events.next() => if e.is_none() { return Err("the watch ended".into()) },
+            e = events.next() => match e {
+                None => return Err("the watch ended".into()),
+                Some((which, init_done)) => ready[which] |= init_done,
+            },
             _ = tick.tick(), if redraw => {},
             () = sleep_until(deadline) => {
                 if let Some(report) = &last
@@ -258,8 +262,10 @@ async fn follow(
                 return Ok(EXIT_TIMEOUT);
             }
         }
-        if node_store.wait_until_ready().await.is_err() || cm_store.wait_until_ready().await.is_err() {
-            return Err("the watch ended before its first list".into());
+        // The stores are read once both watches have listed (the stream must keep being
+        // polled for that, so no waiting here).
+        if !ready.iter().all(|r| *r) {
+            continue;
         }
         let nodes: Vec<NodeObs> = node_store.state().iter().map(|n| node_obs(n)).collect();
         let cms: Vec<ConfigMapObs> = cm_store

@@ -24,6 +24,7 @@ mod run_real;
 mod run_sim;
 mod signatures;
 mod status_forges;
+mod status_cmd_sim;
 mod status_notes;
 mod statuses_sim;
 mod webhook;
