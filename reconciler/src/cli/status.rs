@@ -23,7 +23,7 @@ use kubelet_gitops_core::protocol::{
     CONDITION_TYPE, MANAGED_BY, MANAGED_BY_LABEL, POOL_LABEL, SOURCE_COMMIT, SOURCE_PATH,
 };
 
-use model::{ConfigMapObs, Condition, EventObs, NodeObs, Report, Verdict};
+use model::{Condition, ConfigMapObs, EventObs, NodeObs, Report, Verdict};
 use table::Layout;
 
 /// Exit code of `--wait` when a targeted pool halts.
@@ -281,7 +281,14 @@ async fn follow(
             let key = if redraw {
                 text.clone()
             } else {
-                render(&Report { time: Timestamp::UNIX_EPOCH, ..report.clone() }, output, &layout)?
+                render(
+                    &Report {
+                        time: Timestamp::UNIX_EPOCH,
+                        ..report.clone()
+                    },
+                    output,
+                    &layout,
+                )?
             };
             if last_shown.as_ref() != Some(&key) {
                 if redraw {
@@ -328,7 +335,12 @@ async fn node(args: NodeStatusArgs) -> Result<u8, String> {
     let events = Api::<Event>::namespaced(client, "default")
         .list(&params)
         .await
-        .map_err(|e| format!("cannot list the Events of node {name:?}: {}", error_chain(&e)))?
+        .map_err(|e| {
+            format!(
+                "cannot list the Events of node {name:?}: {}",
+                error_chain(&e)
+            )
+        })?
         .items
         .into_iter()
         .filter(|e| {
@@ -367,20 +379,31 @@ async fn connect(cluster: &ClusterArgs) -> Result<kube::Client, String> {
     let mut config = match &cluster.kubeconfig {
         Some(path) => {
             let kc = Kubeconfig::read_from(path).map_err(|e| {
-                format!("cannot read the kubeconfig {}: {}", path.display(), error_chain(&e))
+                format!(
+                    "cannot read the kubeconfig {}: {}",
+                    path.display(),
+                    error_chain(&e)
+                )
             })?;
             kube::Config::from_custom_kubeconfig(kc, &options)
                 .await
                 .map_err(|e| {
-                    format!("cannot load the kubeconfig {}: {}", path.display(), error_chain(&e))
+                    format!(
+                        "cannot load the kubeconfig {}: {}",
+                        path.display(),
+                        error_chain(&e)
+                    )
                 })?
         }
         None if cluster.context.is_some() => kube::Config::from_kubeconfig(&options)
             .await
             .map_err(|e| format!("cannot load the kubeconfig: {}", error_chain(&e)))?,
-        None => kube::Config::infer()
-            .await
-            .map_err(|e| format!("cannot find a kubeconfig or in-cluster config: {}", error_chain(&e)))?,
+        None => kube::Config::infer().await.map_err(|e| {
+            format!(
+                "cannot find a kubeconfig or in-cluster config: {}",
+                error_chain(&e)
+            )
+        })?,
     };
     if let Ok(v) = axum::http::HeaderValue::from_str(&format!(
         "kubelet-gitops/{} (status)",
@@ -388,11 +411,15 @@ async fn connect(cluster: &ClusterArgs) -> Result<kube::Client, String> {
     )) {
         config.headers.push((axum::http::header::USER_AGENT, v));
     }
-    kube::Client::try_from(config).map_err(|e| format!("cannot build a client: {}", error_chain(&e)))
+    kube::Client::try_from(config)
+        .map_err(|e| format!("cannot build a client: {}", error_chain(&e)))
 }
 
 /// Every Node (paged) and our ConfigMaps.
-async fn list(client: &kube::Client, ns: &str) -> Result<(Vec<NodeObs>, Vec<ConfigMapObs>), String> {
+async fn list(
+    client: &kube::Client,
+    ns: &str,
+) -> Result<(Vec<NodeObs>, Vec<ConfigMapObs>), String> {
     let api: Api<Node> = Api::all(client.clone());
     let mut nodes = Vec::new();
     let mut params = ListParams::default().limit(500);
@@ -416,7 +443,11 @@ async fn configmaps(client: &kube::Client, ns: &str) -> Result<Vec<ConfigMapObs>
         .list_metadata(&params)
         .await
         .map_err(|e| format!("cannot list the ConfigMaps in {ns}: {}", error_chain(&e)))?;
-    Ok(list.items.iter().map(|c| configmap_obs(&c.metadata)).collect())
+    Ok(list
+        .items
+        .iter()
+        .map(|c| configmap_obs(&c.metadata))
+        .collect())
 }
 
 fn node_obs(n: &Node) -> NodeObs {

@@ -33,7 +33,11 @@ fn code(out: &Output) -> Option<i32> {
 }
 
 fn both(out: &Output) -> String {
-    format!("stdout:\n{}\nstderr:\n{}", text(&out.stdout), text(&out.stderr))
+    format!(
+        "stdout:\n{}\nstderr:\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    )
 }
 
 /// Every pool has at least one node told to run `configmaps`' config of it.
@@ -86,7 +90,11 @@ async fn wait_exits_0_once_every_pool_is_complete() {
     let second = h.repo.commit("second");
     let cms = eventually("the second commit's ConfigMaps", LONG, || {
         let cms = pool_configmaps(&h, &second);
-        if cms.len() == 2 { Ok(cms) } else { Err(format!("{cms:?}")) }
+        if cms.len() == 2 {
+            Ok(cms)
+        } else {
+            Err(format!("{cms:?}"))
+        }
     })
     .await;
     h.wait_nodes("both rollouts begun", LONG, |n| started(n, &cms))
@@ -104,7 +112,11 @@ async fn wait_exits_0_once_every_pool_is_complete() {
     assert_eq!(code(&out), Some(0), "{}", both(&out));
     let nodes = h.nodes();
     assert!(
-        nodes.iter().all(settled_done) && started(&nodes, &cms) && nodes.iter().all(|n| cms.contains(&desired_name(n).unwrap())),
+        nodes.iter().all(settled_done)
+            && started(&nodes, &cms)
+            && nodes
+                .iter()
+                .all(|n| cms.contains(&desired_name(n).unwrap())),
         "--wait returned before the rollout finished:\n{}",
         summary(&nodes)
     );
@@ -172,13 +184,24 @@ async fn a_halted_pool_in_status_json_node_wait_and_kubectl() {
     assert_eq!(bad["phase"], "halted");
     assert_eq!(bad["commit"], commit.as_str());
     assert_eq!(bad["sourcePath"], "pools/bad.yaml");
-    assert!(bad["configMap"].as_str().unwrap().starts_with("kubelet-gitops/kubelet-bad-"));
-    assert_eq!(bad["nodes"]["total"], 1, "only the canary carries the pool: {bad}");
+    assert!(
+        bad["configMap"]
+            .as_str()
+            .unwrap()
+            .starts_with("kubelet-gitops/kubelet-bad-")
+    );
+    assert_eq!(
+        bad["nodes"]["total"], 1,
+        "only the canary carries the pool: {bad}"
+    );
     assert_eq!(bad["nodes"]["failed"], 1);
     let failed = &bad["notDone"][0];
     assert_eq!(failed["progress"], "failed");
     assert_eq!(failed["state"], "RolledBack");
-    assert!(failed["message"].as_str().unwrap().contains('\u{1b}'), "json keeps the text as written");
+    assert!(
+        failed["message"].as_str().unwrap().contains('\u{1b}'),
+        "json keeps the text as written"
+    );
     let failed_node = failed["node"].as_str().unwrap().to_string();
     let good = &pools[1];
     assert_eq!(good["phase"], "complete");
@@ -209,7 +232,11 @@ async fn a_halted_pool_in_status_json_node_wait_and_kubectl() {
         "message": "rolled back", "lastTransitionTime": "2026-01-01T09:00:00Z",
         "lastHeartbeatTime": "2026-01-01T09:00:00Z"}]}});
     nodes
-        .patch_status(&failed_node, &PatchParams::default(), &Patch::Merge(&condition))
+        .patch_status(
+            &failed_node,
+            &PatchParams::default(),
+            &Patch::Merge(&condition),
+        )
         .await
         .unwrap();
     let events: Api<Event> = Api::namespaced(client, "default");
@@ -230,25 +257,48 @@ async fn a_halted_pool_in_status_json_node_wait_and_kubectl() {
     let out = status(&kubeconfig, &["node", &failed_node]).await;
     let text_out = success_stdout(&out);
     let short = &commit[..7];
-    assert!(text_out.contains("Desired:         kubelet-gitops/kubelet-bad-"), "{text_out}");
-    assert!(text_out.contains(&format!("(commit {short}, pools/bad.yaml)")), "{text_out}");
-    assert!(text_out.contains("Condition:       KubeletConfigReady=False RolledBack"), "{text_out}");
-    assert!(text_out.contains("RolledBack  the kubelet did not come back"), "{text_out}");
-    assert!(!text_out.contains("NodeReady"), "only the agent's Events: {text_out}");
+    assert!(
+        text_out.contains("Desired:         kubelet-gitops/kubelet-bad-"),
+        "{text_out}"
+    );
+    assert!(
+        text_out.contains(&format!("(commit {short}, pools/bad.yaml)")),
+        "{text_out}"
+    );
+    assert!(
+        text_out.contains("Condition:       KubeletConfigReady=False RolledBack"),
+        "{text_out}"
+    );
+    assert!(
+        text_out.contains("RolledBack  the kubelet did not come back"),
+        "{text_out}"
+    );
+    assert!(
+        !text_out.contains("NodeReady"),
+        "only the agent's Events: {text_out}"
+    );
     let out = status(&kubeconfig, &["node", &failed_node, "-o", "json"]).await;
     let v: Value = serde_json::from_str(&success_stdout(&out)).unwrap();
     assert_eq!(v["kind"], "KubeletGitopsNodeStatus");
     assert_eq!(v["pool"], "bad");
     assert_eq!(v["state"], "RolledBack");
     assert_eq!(v["desired"]["commit"], commit.as_str());
-    assert_eq!(v["current"], Value::Null, "the agent double never wrote current-config");
+    assert_eq!(
+        v["current"],
+        Value::Null,
+        "the agent double never wrote current-config"
+    );
     assert_eq!(v["condition"]["reason"], "RolledBack");
     assert_eq!(v["events"].as_array().unwrap().len(), 1);
     let out = status(&kubeconfig, &["node", "no-such-node"]).await;
     assert_eq!(code(&out), Some(2), "{}", both(&out));
 
     kubectl_plugin(&h, &kubeconfig).await;
-    let n = h.nodes().into_iter().find(|n| name(n) == failed_node).unwrap();
+    let n = h
+        .nodes()
+        .into_iter()
+        .find(|n| name(n) == failed_node)
+        .unwrap();
     assert_eq!(ann(&n, STATE), Some("RolledBack"));
     assert!(ann(&n, MESSAGE).is_some());
     h.finish(r).await;
@@ -294,10 +344,16 @@ async fn kubectl_plugin(h: &Harness, kubeconfig: &Path) {
     let list = text(&out.stdout);
     assert!(list.contains("kubectl-kubelet_gitops"), "{}", both(&out));
     // The kubeconfig from $KUBECONFIG, as kubectl's own commands read it.
-    let out = run(["kubelet-gitops", "status", "-o", "json"].map(String::from).to_vec()).await;
+    let out = run(["kubelet-gitops", "status", "-o", "json"]
+        .map(String::from)
+        .to_vec())
+    .await;
     let v: Value = serde_json::from_str(&success_stdout(&out)).unwrap();
     assert_eq!(v["pools"][0]["phase"], "halted");
-    let out = run(["kubelet-gitops", "status", "--help"].map(String::from).to_vec()).await;
+    let out = run(["kubelet-gitops", "status", "--help"]
+        .map(String::from)
+        .to_vec())
+    .await;
     assert!(
         success_stdout(&out).contains("Usage: kubectl kubelet-gitops status"),
         "{}",

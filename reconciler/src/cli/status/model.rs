@@ -29,7 +29,7 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use kubelet_gitops_core::protocol::{
-    self as protocol, ConfigRef, CURRENT_CONFIG, DESIRED_CONFIG, LAST_KNOWN_GOOD, MESSAGE,
+    self as protocol, CURRENT_CONFIG, ConfigRef, DESIRED_CONFIG, LAST_KNOWN_GOOD, MESSAGE,
     OBSERVED_CONFIG, POOL, STATE,
 };
 use serde::{Serialize, Serializer};
@@ -167,7 +167,7 @@ pub struct Counts {
 #[serde(rename_all = "camelCase")]
 pub struct NodeLine {
     pub node: String,
-    pub progress: Progress,
+    pub progress: NodeProgress,
     /// The agent's state (about `observedConfig`), as written.
     pub state: Option<String>,
     pub desired_config: Option<String>,
@@ -181,7 +181,7 @@ pub struct NodeLine {
 /// Where a node is with respect to its pool's target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Progress {
+pub enum NodeProgress {
     /// Degraded or RolledBack on the target: the pool halts.
     Failed,
     /// Assigned the target, not settled yet.
@@ -192,13 +192,13 @@ pub enum Progress {
     Waiting,
 }
 
-impl Progress {
+impl NodeProgress {
     pub fn as_str(self) -> &'static str {
         match self {
-            Progress::Failed => "failed",
-            Progress::InProgress => "in-progress",
-            Progress::Busy => "busy",
-            Progress::Waiting => "waiting",
+            NodeProgress::Failed => "failed",
+            NodeProgress::InProgress => "in-progress",
+            NodeProgress::Busy => "busy",
+            NodeProgress::Waiting => "waiting",
         }
     }
 }
@@ -292,7 +292,7 @@ fn pool_status(
             },
             not_done: members
                 .iter()
-                .map(|n| line(n, Progress::Waiting))
+                .map(|n| line(n, NodeProgress::Waiting))
                 .collect(),
         };
     };
@@ -313,20 +313,20 @@ fn pool_status(
             }
             NodeRolloutStatus::Failed { .. } => {
                 counts.failed += 1;
-                Progress::Failed
+                NodeProgress::Failed
             }
             NodeRolloutStatus::InProgress => {
                 counts.in_progress += 1;
                 canary_only &= is_canary_labelled(&info);
-                Progress::InProgress
+                NodeProgress::InProgress
             }
             NodeRolloutStatus::Busy { .. } => {
                 counts.busy += 1;
-                Progress::Busy
+                NodeProgress::Busy
             }
             NodeRolloutStatus::Waiting => {
                 counts.waiting += 1;
-                Progress::Waiting
+                NodeProgress::Waiting
             }
         };
         not_done.push(line(n, progress));
@@ -354,7 +354,7 @@ fn pool_status(
     }
 }
 
-fn line(n: &NodeObs, progress: Progress) -> NodeLine {
+fn line(n: &NodeObs, progress: NodeProgress) -> NodeLine {
     let own = |k: &str| n.ann(k).map(str::to_string);
     NodeLine {
         node: n.name.clone(),
@@ -422,7 +422,7 @@ pub fn node_report(
             source_path: cm.and_then(|c| c.source_path.clone()),
         })
     };
-    events.sort_by(|a, b| a.time.cmp(&b.time));
+    events.sort_by_key(|e| e.time);
     let skip = events.len().saturating_sub(EVENTS);
     events.drain(..skip);
     let own = |k: &str| node.ann(k).map(str::to_string);

@@ -7,7 +7,7 @@ use std::fmt::Write;
 use jiff::Timestamp;
 use kubelet_gitops_core::message::escape_line;
 
-use super::model::{ConfigView, NodeReport, PoolStatus, Progress, Report};
+use super::model::{ConfigView, NodeProgress, NodeReport, PoolStatus, Report};
 
 /// How the text is laid out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,17 +71,17 @@ pub fn pools(report: &Report, layout: &Layout) -> String {
     for p in &report.pools {
         for n in p.not_done.iter().take(layout.max_nodes) {
             let status = match (n.progress, n.state.as_deref()) {
-                (Progress::Waiting, _) => "waiting".to_string(),
+                (NodeProgress::Waiting, _) => "waiting".to_string(),
                 (_, Some(state)) => clean(state),
-                (Progress::InProgress, None) => "assigned".to_string(),
+                (NodeProgress::InProgress, None) => "assigned".to_string(),
                 (p, None) => p.as_str().to_string(),
             };
             let message = match (n.progress, n.message.as_deref()) {
-                (Progress::Waiting, _) => match &n.current_config {
+                (NodeProgress::Waiting, _) => match &n.current_config {
                     Some(c) => format!("on {}", clean(c)),
                     None => String::new(),
                 },
-                (Progress::Busy, m) => format!(
+                (NodeProgress::Busy, m) => format!(
                     "busy with {}{}",
                     clean(n.desired_config.as_deref().unwrap_or("-")),
                     m.map(|m| format!(": {}", clean(m))).unwrap_or_default()
@@ -172,11 +172,7 @@ pub fn node(r: &NodeReport, width: Option<usize>) -> String {
     let condition = match &r.condition {
         None => "- (the agent has not reported)".to_string(),
         Some(c) => {
-            let mut s = format!(
-                "KubeletConfigReady={} {}",
-                clean(&c.status),
-                opt(&c.reason)
-            );
+            let mut s = format!("KubeletConfigReady={} {}", clean(&c.status), opt(&c.reason));
             if let Some(t) = c.last_transition_time {
                 let _ = write!(s, ", since {} ({} ago)", t, age(r.time, t));
             }
@@ -216,7 +212,9 @@ fn config(v: &Option<ConfigView>) -> String {
         Some(v) => {
             let mut s = clean(&v.config);
             let from: Vec<String> = [
-                v.commit.as_deref().map(|c| format!("commit {}", short_commit(c))),
+                v.commit
+                    .as_deref()
+                    .map(|c| format!("commit {}", short_commit(c))),
                 v.source_path.as_deref().map(clean),
             ]
             .into_iter()
@@ -330,7 +328,7 @@ mod tests {
                     not_done: vec![
                         NodeLine {
                             node: "gpu-1".into(),
-                            progress: Progress::Failed,
+                            progress: NodeProgress::Failed,
                             state: Some("RolledBack".into()),
                             desired_config: Some("kubelet-gitops/kubelet-gpu-b9mf448k4d".into()),
                             current_config: Some("kubelet-gitops/kubelet-gpu-694c7bk8m6".into()),
@@ -339,7 +337,7 @@ mod tests {
                         },
                         NodeLine {
                             node: "gpu-2".into(),
-                            progress: Progress::Waiting,
+                            progress: NodeProgress::Waiting,
                             state: Some("Done".into()),
                             desired_config: Some("kubelet-gitops/kubelet-gpu-694c7bk8m6".into()),
                             current_config: Some("kubelet-gitops/kubelet-gpu-694c7bk8m6".into()),
@@ -378,7 +376,10 @@ gpu-2  gpu   waiting     -    on kubelet-gitops/kubelet-gpu-694c7bk8m6
             assert!(line.chars().count() <= 40, "{line:?}");
             assert!(!line.contains('\u{1b}'), "{line:?}");
         }
-        assert!(text.contains("gpu-1  gpu   RolledBack  3m   kubelet d…"), "{text}");
+        assert!(
+            text.contains("gpu-1  gpu   RolledBack  3m   kubelet d…"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -98,7 +98,10 @@ fn every_node_done_on_the_newest_config_is_complete() {
     assert_eq!(r.pools.len(), 1);
     let p = &r.pools[0];
     assert_eq!(p.phase, Phase::Complete);
-    assert_eq!(p.config_map.as_deref(), Some("kubelet-gitops/kubelet-a-new"));
+    assert_eq!(
+        p.config_map.as_deref(),
+        Some("kubelet-gitops/kubelet-a-new")
+    );
     assert_eq!(p.commit.as_deref(), Some("beef002"));
     assert_eq!(p.source_path.as_deref(), Some("pools/a.yaml"));
     assert_eq!(
@@ -118,7 +121,10 @@ fn the_target_is_the_config_created_last_and_the_phase_follows_the_nodes() {
     // Canary: the new config is in flight on one node, none Done on it yet.
     let r = survey_of(
         vec![
-            node("a-1").pool("a").desired("kubelet-a-new").state("Applying"),
+            node("a-1")
+                .pool("a")
+                .desired("kubelet-a-new")
+                .state("Applying"),
             node("a-2").pool("a").desired("kubelet-a-old").done(),
             node("a-3").pool("a").desired("kubelet-a-old").done(),
         ],
@@ -126,9 +132,12 @@ fn the_target_is_the_config_created_last_and_the_phase_follows_the_nodes() {
     );
     let p = &r.pools[0];
     assert_eq!(p.phase, Phase::Canary);
-    assert_eq!(p.config_map.as_deref(), Some("kubelet-gitops/kubelet-a-new"));
+    assert_eq!(
+        p.config_map.as_deref(),
+        Some("kubelet-gitops/kubelet-a-new")
+    );
     assert_eq!((p.nodes.in_progress, p.nodes.waiting), (1, 2));
-    let names: Vec<(&str, Progress)> = p
+    let names: Vec<(&str, NodeProgress)> = p
         .not_done
         .iter()
         .map(|n| (n.node.as_str(), n.progress))
@@ -136,9 +145,9 @@ fn the_target_is_the_config_created_last_and_the_phase_follows_the_nodes() {
     assert_eq!(
         names,
         [
-            ("a-1", Progress::InProgress),
-            ("a-2", Progress::Waiting),
-            ("a-3", Progress::Waiting)
+            ("a-1", NodeProgress::InProgress),
+            ("a-2", NodeProgress::Waiting),
+            ("a-3", NodeProgress::Waiting)
         ]
     );
     assert_eq!(verdict(&r, None), Verdict::Pending);
@@ -170,23 +179,27 @@ fn the_target_is_the_config_created_last_and_the_phase_follows_the_nodes() {
 fn labelled_canaries_keep_the_canary_phase_and_busy_nodes_count_in_flight() {
     let r = survey_of(
         vec![
-            node("a-1").pool("a").desired("kubelet-a-new").done().canary(),
+            node("a-1")
+                .pool("a")
+                .desired("kubelet-a-new")
+                .done()
+                .canary(),
             node("a-2")
                 .pool("a")
                 .desired("kubelet-a-new")
                 .state("Verifying")
                 .canary(),
-            node("a-3").pool("a").desired("kubelet-a-old").state("Applying"),
+            node("a-3")
+                .pool("a")
+                .desired("kubelet-a-old")
+                .state("Applying"),
         ],
         &old_and_new(),
     );
     let p = &r.pools[0];
     assert_eq!(p.phase, Phase::Canary);
-    assert_eq!(
-        (p.nodes.done, p.nodes.in_progress, p.nodes.busy),
-        (1, 1, 1)
-    );
-    assert_eq!(p.not_done[1].progress, Progress::Busy);
+    assert_eq!((p.nodes.done, p.nodes.in_progress, p.nodes.busy), (1, 1, 1));
+    assert_eq!(p.not_done[1].progress, NodeProgress::Busy);
 }
 
 #[test]
@@ -213,7 +226,7 @@ fn a_failure_on_the_target_halts_and_a_failure_on_an_older_one_does_not() {
     assert_eq!(a.phase, Phase::Halted);
     assert_eq!(a.nodes.failed, 1);
     let failed = &a.not_done[0];
-    assert_eq!(failed.progress, Progress::Failed);
+    assert_eq!(failed.progress, NodeProgress::Failed);
     assert_eq!(failed.state.as_deref(), Some("RolledBack"));
     assert_eq!(
         failed.message.as_deref(),
@@ -238,7 +251,10 @@ fn a_failure_on_the_target_halts_and_a_failure_on_an_older_one_does_not() {
                 .desired("kubelet-a-new")
                 .state("RolledBack")
                 .current("kubelet-a-old"),
-            node("a-2").pool("a").desired("kubelet-a-fix").state("Applying"),
+            node("a-2")
+                .pool("a")
+                .desired("kubelet-a-fix")
+                .state("Applying"),
         ],
         &cms,
     );
@@ -252,7 +268,12 @@ fn a_pool_only_published_is_pending_and_wait_leaves_it_out_unless_named() {
         vec![node("a-1").pool("a").desired("kubelet-a-new").done()],
         &[
             old_and_new(),
-            vec![cm("kubelet-new-1", "new", "beef002", "2026-01-01T09:00:00Z")],
+            vec![cm(
+                "kubelet-new-1",
+                "new",
+                "beef002",
+                "2026-01-01T09:00:00Z",
+            )],
         ]
         .concat(),
     );
@@ -260,22 +281,33 @@ fn a_pool_only_published_is_pending_and_wait_leaves_it_out_unless_named() {
     assert_eq!(r.pools[1].phase, Phase::Pending);
     assert_eq!(r.pools[1].nodes.total, 0);
     assert_eq!(verdict(&r, None), Verdict::Complete);
-    let only_new = survey(&[], &[cm("kubelet-new-1", "new", "c", "2026-01-01T09:00:00Z")], NS, Some("new"), now());
+    let only_new = survey(
+        &[],
+        &[cm("kubelet-new-1", "new", "c", "2026-01-01T09:00:00Z")],
+        NS,
+        Some("new"),
+        now(),
+    );
     assert_eq!(verdict(&only_new, Some("new")), Verdict::Pending);
     let nothing = survey(&[], &[], NS, Some("gone"), now());
     assert!(nothing.pools.is_empty());
     assert_eq!(verdict(&nothing, Some("gone")), Verdict::Pending);
-    assert_eq!(verdict(&survey(&[], &[], NS, None, now()), None), Verdict::Pending);
+    assert_eq!(
+        verdict(&survey(&[], &[], NS, None, now()), None),
+        Verdict::Pending
+    );
 }
 
 #[test]
 fn the_json_structure_is_stable() {
     let r = survey_of(
-        vec![node("a-1")
-            .pool("a")
-            .desired("kubelet-a-new")
-            .state("Degraded")
-            .reported("2026-01-01T09:58:00Z")],
+        vec![
+            node("a-1")
+                .pool("a")
+                .desired("kubelet-a-new")
+                .state("Degraded")
+                .reported("2026-01-01T09:58:00Z"),
+        ],
         &old_and_new(),
     );
     let v = serde_json::to_value(&r).unwrap();
@@ -327,15 +359,24 @@ fn a_node_report_names_each_config_with_its_commit_and_keeps_the_last_events() {
         .collect();
     let r = node_report(&n.0, &old_and_new(), events, now());
     assert_eq!(r.pool.as_deref(), Some("a"));
-    assert_eq!(r.desired.as_ref().unwrap().commit.as_deref(), Some("beef002"));
-    assert_eq!(r.current.as_ref().unwrap().commit.as_deref(), Some("c0ffee1"));
+    assert_eq!(
+        r.desired.as_ref().unwrap().commit.as_deref(),
+        Some("beef002")
+    );
+    assert_eq!(
+        r.current.as_ref().unwrap().commit.as_deref(),
+        Some("c0ffee1")
+    );
     assert_eq!(
         r.last_known_good.as_ref().unwrap().config,
         "kubelet-gitops/kubelet-a-old"
     );
     assert_eq!(r.condition.as_ref().unwrap().status, "False");
     let reasons: Vec<&str> = r.events.iter().map(|e| e.reason.as_str()).collect();
-    assert_eq!(reasons, ["R2", "R3", "R4", "R5", "R6", "R7", "R8", "R9", "R10", "R11"]);
+    assert_eq!(
+        reasons,
+        ["R2", "R3", "R4", "R5", "R6", "R7", "R8", "R9", "R10", "R11"]
+    );
     let v = serde_json::to_value(&r).unwrap();
     assert_eq!(v["kind"], "KubeletGitopsNodeStatus");
     assert_eq!(v["lastKnownGood"]["sourcePath"], "pools/a.yaml");
