@@ -23,7 +23,7 @@
 //!   complete: the reconciler is holding it (`rollout.paused`, outside a maintenance
 //!   window, a wave's soak or jitter; the repository and the reconciler's `/readyz` say
 //!   which) or has not run its next round yet. `pending`: ConfigMaps are published for
-//!   the pool but no node carries it yet.
+//!   the pool but no node carries it yet (or none of its nodes is told to run one).
 
 use std::collections::BTreeMap;
 
