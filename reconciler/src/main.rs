@@ -1,5 +1,3 @@
-use clap::Parser;
-
 /// mimalloc, not glibc's malloc: at 100,000 nodes glibc's allocations in the reconciler's
 /// large, long-lived heap were a fifth of an idle poll's CPU (docs/reconciler.md,
 /// "Larger fleets").
@@ -7,5 +5,5 @@ use clap::Parser;
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
-    reconciler::cli::Cli::parse().run()
+    reconciler::cli::Cli::parse_env().run()
 }

@@ -14,12 +14,13 @@ mod inputs;
 mod plan;
 mod render;
 mod run;
+mod status;
 mod validate;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use kubelet_gitops_core::message::OneLine;
 
 use inputs::Failure;
@@ -92,6 +93,25 @@ enum Command {
     /// or took too long, 2 when this machine or the options cannot run it, 130 on Ctrl-C.
     #[cfg(feature = "demo")]
     Demo(demo::DemoArgs),
+    /// Where each pool's rollout stands, read from the cluster through the kubeconfig
+    /// (Nodes and the published ConfigMaps; the reconciler's port is not needed): the
+    /// commit and ConfigMap it rolls out, its phase (canary, rolling, waiting, complete,
+    /// halted; pending before any node has it), a bar of the nodes Done, and the nodes not
+    /// Done with their state, message and how long ago their agent last reported.
+    /// `status node NAME` shows one node in full.
+    ///
+    /// The phase is derived from the nodes' annotations, as the reconciler derives it
+    /// after a restart: `waiting` means nothing is in flight although the pool is not
+    /// complete (paused, outside a maintenance window, a wave's soak; the repository and
+    /// the reconciler's /readyz say which). docs/operations.md has the details and the
+    /// json/yaml structure.
+    ///
+    /// Also a kubectl plugin: as `kubectl-kubelet_gitops` on PATH (a link to this
+    /// binary), `kubectl kubelet-gitops status` runs it.
+    ///
+    /// Exits 0 after printing (with --wait: once every pool is complete), 1 with --wait
+    /// when a pool halts, 2 on usage, kubeconfig or API errors, 3 when --timeout passes.
+    Status(status::StatusArgs),
 }
 
 #[derive(Debug, Args)]
@@ -127,6 +147,23 @@ struct ConfigmapNameArgs {
 }
 
 impl Cli {
+    /// The arguments of this process. Run as a kubectl plugin (the binary named
+    /// `kubectl-kubelet_gitops`, kubectl's file name for `kubectl kubelet-gitops`), help
+    /// and errors name the command as kubectl users type it.
+    pub fn parse_env() -> Cli {
+        let argv0 = std::env::args_os().next().unwrap_or_default();
+        let plugin = std::path::Path::new(&argv0)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("kubectl-"));
+        let mut command = Cli::command();
+        if plugin {
+            command = command.bin_name("kubectl kubelet-gitops");
+        }
+        let matches = command.get_matches();
+        Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    }
+
     pub fn run(self) -> ExitCode {
         let result = match self.command {
             Command::Validate(a) => validate::run(&a.files, &a.node),
@@ -136,6 +173,7 @@ impl Cli {
             Command::Plan(a) => plan::run(a),
             #[cfg(feature = "demo")]
             Command::Demo(a) => return demo::run(a),
+            Command::Status(a) => return status::run(a),
         };
         match result {
             Ok(()) => ExitCode::SUCCESS,

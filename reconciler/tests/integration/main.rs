@@ -23,6 +23,7 @@ mod run_args;
 mod run_real;
 mod run_sim;
 mod signatures;
+mod status_cmd_sim;
 mod status_forges;
 mod status_notes;
 mod statuses_sim;

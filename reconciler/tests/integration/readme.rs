@@ -172,6 +172,7 @@ fn command_section(command: &str) -> Option<&'static str> {
         "validate" | "render" | "configmap-name" => "### `validate` and `render`",
         "plan" => "### `plan`",
         "demo" => "### `demo`",
+        "status" => "### `status`",
         _ => return None,
     })
 }
