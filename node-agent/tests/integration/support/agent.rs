@@ -379,21 +379,36 @@ impl Harness {
     /// Creates or replaces pod `default/<name>` on the node, Ready or not, in the sim's
     /// store (over the sim's API pods are read-only: their status is the kubelet's).
     pub fn put_pod(&self, name: &str, ready: bool) {
-        let pod = json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": "default"},
-            "spec": {"nodeName": NODE, "containers": [{"name": "app", "image": "app:1"}]},
-            "status": {"phase": "Running", "conditions": [
-                {"type": "Ready", "status": if ready { "True" } else { "False" }},
-            ]},
-        });
         let store = self.sim.store();
         let opts = WriteOptions::default();
-        let result = match store.get(kinds::pods(), Some("default"), name) {
-            Ok(_) => store.update(kinds::pods(), Some("default"), name, None, pod, &opts),
-            Err(_) => store.create(kinds::pods(), Some("default"), pod, &opts),
-        };
-        result.expect("pod stored");
+        if store.get(kinds::pods(), Some("default"), name).is_err() {
+            let pod = json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"nodeName": NODE, "containers": [{"name": "app", "image": "app:1"}]},
+            });
+            store
+                .create(kinds::pods(), Some("default"), pod, &opts)
+                .expect("pod stored");
+        }
+        // The sim plays the kubelet for a bound pod (Running and Ready); the readiness
+        // this test wants goes through the status subresource, as a kubelet writes it.
+        let mut pod = store
+            .get(kinds::pods(), Some("default"), name)
+            .expect("pod read");
+        pod["status"] = json!({"phase": "Running", "conditions": [
+            {"type": "Ready", "status": if ready { "True" } else { "False" }},
+        ]});
+        store
+            .update(
+                kinds::pods(),
+                Some("default"),
+                name,
+                Some("status"),
+                pod,
+                &opts,
+            )
+            .expect("pod status stored");
     }
 
     /// The Node from the sim's store.
