@@ -204,16 +204,25 @@ pub fn expected_pod_count(pdb: &Value, pods: &[&Value]) -> Result<(i64, i64), St
     }
 }
 
-/// `apimeta.SetStatusCondition` on a JSON list of `metav1.Condition`s: the transition
-/// time moves only when the status does.
+/// `apimeta.SetStatusCondition` of the `DisruptionAllowed` condition on a budget's
+/// status (its `conditions`, at its `observedGeneration`): the transition time moves only
+/// when the condition's status does.
 fn set_condition(
-    conditions: &mut Vec<Value>,
+    budget_status: &mut Map<String, Value>,
     status: &str,
     reason: &str,
     message: &str,
-    generation: i64,
     now: &str,
 ) {
+    let generation = budget_status
+        .get("observedGeneration")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let mut conditions: Vec<Value> = budget_status
+        .get("conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     let mut c = Map::new();
     c.insert("type".into(), json!(DISRUPTION_ALLOWED));
     c.insert("status".into(), json!(status));
@@ -234,6 +243,7 @@ fn set_condition(
         Some(i) => conditions[i] = Value::Object(c),
         None => conditions.push(Value::Object(c)),
     }
+    budget_status.insert("conditions".into(), Value::Array(conditions));
 }
 
 /// `pdbhelper.UpdateDisruptionAllowedCondition` on a status object.
@@ -242,22 +252,12 @@ fn update_allowed_condition(status: &mut Map<String, Value>, now: &str) {
         .get("disruptionsAllowed")
         .and_then(Value::as_i64)
         .unwrap_or(0);
-    let generation = status
-        .get("observedGeneration")
-        .and_then(Value::as_i64)
-        .unwrap_or(0);
-    let mut conditions: Vec<Value> = status
-        .get("conditions")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
     let (st, reason) = if allowed > 0 {
         ("True", "SufficientPods")
     } else {
         ("False", "InsufficientPods")
     };
-    set_condition(&mut conditions, st, reason, "", generation, now);
-    status.insert("conditions".into(), Value::Array(conditions));
+    set_condition(status, st, reason, "", now);
 }
 
 /// A `policy/v1` status object in the Go struct's field order.
@@ -353,24 +353,7 @@ fn fail_safe(old: &Value, err: &str, now_str: &str) -> Value {
     for f in ["currentHealthy", "desiredHealthy", "expectedPods"] {
         status.entry(f).or_insert(json!(0));
     }
-    let generation = status
-        .get("observedGeneration")
-        .and_then(Value::as_i64)
-        .unwrap_or(0);
-    let mut conditions: Vec<Value> = status
-        .get("conditions")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    set_condition(
-        &mut conditions,
-        "False",
-        "SyncFailed",
-        err,
-        generation,
-        now_str,
-    );
-    status.insert("conditions".into(), Value::Array(conditions));
+    set_condition(&mut status, "False", "SyncFailed", err, now_str);
     Value::Object(status)
 }
 

@@ -14,15 +14,24 @@ use crate::error::{ApiError, success_status};
 use crate::resources::ResourceType;
 use crate::store::{EvictionRequest, PatchType};
 
-fn decode_body(rt: &ResourceType, headers: &HeaderMap, bytes: &[u8]) -> Result<Value, ApiError> {
+/// The request body in the format its Content-Type names, and that format.
+fn parse_body(
+    headers: &HeaderMap,
+    bytes: &[u8],
+) -> Result<(BodyFormat, Result<Value, String>), ApiError> {
     let format = negotiate::body_format(header_str(headers, header::CONTENT_TYPE))?;
-    let parsed: Result<Value, String> = match format {
+    let parsed = match format {
         BodyFormat::Json => serde_json::from_slice(bytes).map_err(|e| e.to_string()),
         BodyFormat::Yaml => std::str::from_utf8(bytes)
             .map_err(|e| e.to_string())
             .and_then(|s| serde_saphyr::from_str::<Value>(s).map_err(|e| e.to_string())),
         BodyFormat::Protobuf => protobuf::decode(bytes),
     };
+    Ok((format, parsed))
+}
+
+fn decode_body(rt: &ResourceType, headers: &HeaderMap, bytes: &[u8]) -> Result<Value, ApiError> {
+    let (format, parsed) = parse_body(headers, bytes)?;
     match parsed {
         Ok(v @ Value::Object(_)) => Ok(v),
         Ok(_) => Err(ApiError::bad_request(format!(
@@ -216,14 +225,7 @@ pub(super) fn do_evict(
 }
 
 fn decode_eviction(headers: &HeaderMap, bytes: &[u8]) -> Result<Value, ApiError> {
-    let format = negotiate::body_format(header_str(headers, header::CONTENT_TYPE))?;
-    let parsed: Result<Value, String> = match format {
-        BodyFormat::Json => serde_json::from_slice(bytes).map_err(|e| e.to_string()),
-        BodyFormat::Yaml => std::str::from_utf8(bytes)
-            .map_err(|e| e.to_string())
-            .and_then(|s| serde_saphyr::from_str::<Value>(s).map_err(|e| e.to_string())),
-        BodyFormat::Protobuf => protobuf::decode(bytes),
-    };
+    let (_, parsed) = parse_body(headers, bytes)?;
     let body = parsed.map_err(|e| {
         ApiError::bad_request(format!(
             "the object provided is unrecognized (must be of type Eviction): {e}"
