@@ -11,6 +11,10 @@
 //! | reconciler | [`DESIRED_CONFIG`] | `<namespace>/<configmap>`; absent = the node's local config |
 //! | reconciler | [`HEALTH_TIMEOUT`] | humantime; how long the kubelet has to come back healthy |
 //! | reconciler | [`LKG_GRACE`] | humantime; healthy this long, the config becomes last-known-good |
+//! | reconciler | [`DRAIN`] | `<namespace>/<configmap>` the node is being drained for (a `drain`-class change) |
+//! | reconciler | [`DRAIN_SINCE`] | RFC 3339; when the drain began (cordon) |
+//! | reconciler | [`CORDONED`] | `true` when the reconciler set `spec.unschedulable` (and so lifts it) |
+//! | reconciler | [`DRAIN_BLOCKED`] | why the drain gave up after the pool's `drainTimeout` (the pool halts) |
 //! | agent | [`CURRENT_CONFIG`] | what the kubelet runs now (`local` for the node's own file) |
 //! | agent | [`LAST_KNOWN_GOOD`] | what the agent falls back to (`local` until a config is promoted) |
 //! | agent | [`STATE`] | a [`State`] |
@@ -37,6 +41,17 @@ pub const HEALTH_TIMEOUT: &str = "kubelet-gitops.io/health-timeout";
 pub const LKG_GRACE: &str = "kubelet-gitops.io/lkg-grace";
 /// Reconciler: the pool the node is assigned to (informational; the selector decides).
 pub const POOL: &str = "kubelet-gitops.io/pool";
+/// Reconciler: the config (`<namespace>/<configmap>`) the node is being drained for. Set
+/// with the cordon, in the same write; cleared with the uncordon.
+pub const DRAIN: &str = "kubelet-gitops.io/drain";
+/// Reconciler: when the drain began (RFC 3339), what the pool's `drainTimeout` counts from.
+pub const DRAIN_SINCE: &str = "kubelet-gitops.io/drain-since";
+/// Reconciler: `true` when the reconciler cordoned the node (set `spec.unschedulable`); a
+/// node a person had cordoned before is never uncordoned by the reconciler.
+pub const CORDONED: &str = "kubelet-gitops.io/cordoned";
+/// Reconciler: why the drain for [`DRAIN`] gave up (the pod or PodDisruptionBudget that
+/// blocked it past `drainTimeout`); the pool halts on it until a new commit.
+pub const DRAIN_BLOCKED: &str = "kubelet-gitops.io/drain-blocked";
 
 /// Agent: the config the kubelet runs now, `<namespace>/<configmap>` or [`LOCAL`].
 pub const CURRENT_CONFIG: &str = "kubelet-gitops.io/current-config";
@@ -64,7 +79,16 @@ pub const AGENT_ANNOTATIONS: &[&str] = &[
     NODE_SETUP,
 ];
 /// Every annotation the reconciler writes on Nodes.
-pub const RECONCILER_ANNOTATIONS: &[&str] = &[DESIRED_CONFIG, HEALTH_TIMEOUT, LKG_GRACE, POOL];
+pub const RECONCILER_ANNOTATIONS: &[&str] = &[
+    DESIRED_CONFIG,
+    HEALTH_TIMEOUT,
+    LKG_GRACE,
+    POOL,
+    DRAIN,
+    DRAIN_SINCE,
+    CORDONED,
+    DRAIN_BLOCKED,
+];
 
 /// The Node condition the agent maintains.
 pub const CONDITION_TYPE: &str = "KubeletConfigReady";

@@ -41,6 +41,7 @@
 mod client;
 mod commits;
 mod config;
+mod drain;
 mod error;
 mod observe;
 mod reconcile;

@@ -41,8 +41,8 @@ use serde_json::Value;
 use crate::gc::REFERENCING;
 use crate::model::{Interner, NodeInfo, Overlap, Placement, PoolIndex, PoolSpec, StrMap, place};
 use crate::rollout::{
-    NodeAction, NodeChange, PoolReport, PoolTarget, RolloutPlan, WaveOpened, leave_reason,
-    plan_pool, push_action,
+    DrainObservations, NodeAction, NodeChange, PoolReport, PoolTarget, RolloutPlan, WaveOpened,
+    leave_reason, leave_release, plan_pool, push_action,
 };
 use jiff::Timestamp;
 use kubelet_gitops_core::disruption::Class;
@@ -455,11 +455,20 @@ impl Fleet {
     /// last plans reused. Equal to [`crate::rollout::plan_rollout`] over
     /// [`Fleet::snapshot`], each pool given the wave its last plan saw open
     /// ([`PoolReport::wave_opened`]).
-    pub fn plan(&mut self, now: Timestamp) -> RolloutPlan {
+    pub fn plan(&mut self, now: Timestamp, drains: &DrainObservations) -> RolloutPlan {
         let mut actions = Vec::new();
         for (name, reason) in &self.leaving {
             if let Some(slot) = self.nodes.get(name) {
                 push_action(&mut actions, &slot.info, None, NodeChange::Unassign, reason);
+                if let Some(release) = leave_release(&slot.info) {
+                    push_action(
+                        &mut actions,
+                        &slot.info,
+                        None,
+                        release,
+                        "left every pool while drained",
+                    );
+                }
             }
         }
         let mut reports = Vec::with_capacity(self.pools.len());
@@ -484,7 +493,7 @@ impl Fleet {
                     wave_opened,
                 };
                 let mut pool_actions = Vec::new();
-                let report = plan_pool(&target, members, now, &mut pool_actions);
+                let report = plan_pool(&target, members, now, drains, &mut pool_actions);
                 entry.wave_opened = report.wave_opened.clone();
                 pool_actions.sort_by(|a, b| a.node.cmp(&b.node));
                 entry.planned = Some((report, pool_actions));
@@ -518,6 +527,15 @@ impl Fleet {
             nodes.sort_unstable_by(|a, b| a.name.cmp(&b.name));
         }
         out
+    }
+
+    /// Marks the pool of `node` to be planned again (what the controller saw of its pods
+    /// changed).
+    pub fn mark_node(&mut self, node: &str) {
+        if let Some((name, _)) = self.nodes.get_key_value(node) {
+            let name = name.clone();
+            self.touch(&name);
+        }
     }
 
     /// Pools that will be planned again at the next [`Fleet::plan`].

@@ -592,6 +592,8 @@ mod tests {
             wave: None,
             wave_opened: None,
             wake_at: None,
+            drains: Vec::new(),
+            draining: Vec::new(),
         }
     }
 

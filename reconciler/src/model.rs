@@ -19,6 +19,7 @@ mod strmap;
 pub use index::{Placement, PoolIndex, place};
 pub use strmap::{Interner, StrMap};
 
+pub use crate::rollout::drain::{Drain, DrainMode};
 pub use crate::rollout::wave::Waves;
 pub use crate::rollout::window::Maintenance;
 
@@ -187,7 +188,8 @@ impl<'de> Deserialize<'de> for IntOrPercent {
 }
 
 /// How a pool rolls out. Defaults: maxUnavailable 1, canary 1, not paused, healthTimeout
-/// 2m, lkgGrace 10m (the removed Dynamic Kubelet Configuration's grace period).
+/// 2m, lkgGrace 10m (the removed Dynamic Kubelet Configuration's grace period), drain
+/// `auto` with a 30m drainTimeout and no force.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rollout {
     pub max_unavailable: IntOrPercent,
@@ -199,6 +201,8 @@ pub struct Rollout {
     pub maintenance: Option<Maintenance>,
     /// Roll one label value (zone) at a time (`None`: the whole pool at once).
     pub waves: Option<Waves>,
+    /// How a `drain`-class change empties a node first.
+    pub drain: Drain,
 }
 
 impl Default for Rollout {
@@ -211,6 +215,7 @@ impl Default for Rollout {
             lkg_grace: Duration::from_secs(600),
             maintenance: None,
             waves: None,
+            drain: Drain::default(),
         }
     }
 }

@@ -81,6 +81,7 @@
 //!   else Halted when a node failed, else Complete when every node is Done on `T`, else
 //!   Paused when paused, else Progressing.
 
+pub mod drain;
 mod node;
 mod patch;
 #[cfg(test)]
@@ -99,12 +100,16 @@ use std::sync::Arc;
 use jiff::{SignedDuration, Timestamp};
 use kubelet_gitops_core::disruption::Class;
 use kubelet_gitops_core::protocol::{
-    ConfigRef, DESIRED_CONFIG, HEALTH_TIMEOUT, LKG_GRACE, POOL, State,
+    CORDONED, ConfigRef, DESIRED_CONFIG, DRAIN, DRAIN_BLOCKED, DRAIN_SINCE, HEALTH_TIMEOUT, LKG_GRACE,
+    POOL,
 };
 
 use crate::model::{self, NodeInfo, Overlap, PoolSpec};
 
-pub use node::{CANARY_LABEL, NodeRolloutStatus, canary_order, is_canary_labelled, node_status};
+pub use drain::{DrainObservations, DrainSeen, DrainTask, DrainWork};
+pub use node::{
+    CANARY_LABEL, Failure, NodeRolloutStatus, canary_order, is_canary_labelled, node_status,
+};
 pub use patch::{NodeChange, annotation_patch, is_noop};
 
 use node::parse_time;
@@ -146,6 +151,8 @@ pub enum Hold {
     Window { next: Option<String> },
     /// The previous wave is Done; the next starts after the soak.
     Soak { after: String, until: Timestamp },
+    /// `drain: manual`: the nodes next in turn wait for a person to cordon and drain them.
+    Manual { nodes: Vec<String> },
 }
 
 impl fmt::Display for Hold {
@@ -157,6 +164,13 @@ impl fmt::Display for Hold {
                 f,
                 "soaking after wave {after} until {}",
                 until.strftime("%Y-%m-%d %H:%M:%S UTC")
+            ),
+            Hold::Manual { nodes } => write!(
+                f,
+                "waiting for a person to drain {} (drain: manual; `kubectl drain {} \
+                 --ignore-daemonsets --delete-emptydir-data`)",
+                nodes.join(", "),
+                nodes.first().map_or("NODE", String::as_str)
             ),
         }
     }
@@ -220,12 +234,12 @@ impl NodeAction {
     }
 }
 
-/// A node whose agent reported a failure about the pool's target.
+/// A node whose agent reported a failure about the pool's target (or whose drain gave up).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeFailure {
     pub node: String,
-    /// `Degraded` or `RolledBack`.
-    pub state: State,
+    /// `Degraded`, `RolledBack` or `DrainTimeout`.
+    pub state: Failure,
     /// The agent's message, if it wrote one.
     pub message: Option<String>,
 }
@@ -295,8 +309,13 @@ pub struct PoolReport {
     /// When the current wave opened: given back as [`PoolTarget::wave_opened`] next round.
     pub wave_opened: Option<WaveOpened>,
     /// When planning this pool again could come out differently with nothing else
-    /// changed (a window opens or closes, a soak ends, a jittered node's turn).
+    /// changed (a window opens or closes, a soak ends, a jittered node's turn, a drain
+    /// to look at again).
     pub wake_at: Option<Timestamp>,
+    /// The controller's drain work for this pool's nodes before the next round.
+    pub drains: Vec<DrainTask>,
+    /// Nodes being drained, for people: `node: 2 pod(s) left; <why one did not go>`.
+    pub draining: Vec<String>,
 }
 
 /// Plans one round of rollout for `pools` over `nodes` at `now` (see the module docs for
@@ -307,6 +326,7 @@ pub fn plan_rollout(
     pools: &[PoolTarget<'_>],
     nodes: &[NodeInfo],
     now: Timestamp,
+    drains: &DrainObservations,
 ) -> RolloutPlan {
     // Pool names are unique (rendering rejects duplicates); a repeated one is planned once.
     let mut seen = HashSet::new();
@@ -332,11 +352,14 @@ pub fn plan_rollout(
             .get(&pool.spec.name)
             .map(Vec::as_slice)
             .unwrap_or_default();
-        reports.push(plan_pool(pool, members(names), now, &mut actions));
+        reports.push(plan_pool(pool, members(names), now, drains, &mut actions));
     }
     for node in members(&assignment.unassigned) {
         if let Some(reason) = leave_reason(namespace, node) {
             push_action(&mut actions, node, None, NodeChange::Unassign, reason);
+        }
+        if let Some(release) = leave_release(node) {
+            push_action(&mut actions, node, None, release, "left every pool while drained");
         }
     }
 
@@ -358,11 +381,19 @@ pub(crate) fn leave_reason(namespace: &str, node: &NodeInfo) -> Option<&'static 
             }
             _ => None,
         },
-        None => [HEALTH_TIMEOUT, LKG_GRACE, POOL]
+        None => [HEALTH_TIMEOUT, LKG_GRACE, POOL, DRAIN, DRAIN_SINCE, CORDONED, DRAIN_BLOCKED]
             .iter()
             .any(|k| node.annotations.contains_key(k))
             .then_some("stale annotations"),
     }
+}
+
+/// The release of a drain on a node that is in no pool (its drain is no one's now).
+pub(crate) fn leave_release(node: &NodeInfo) -> Option<NodeChange> {
+    let view = drain::DrainView::of(node);
+    view.present.then_some(NodeChange::Release {
+        uncordon: view.cordoned,
+    })
 }
 
 /// Appends an action unless it is a no-op.
@@ -384,10 +415,29 @@ pub(crate) fn push_action(
 }
 
 /// Plans one pool: classifies its nodes, appends its actions, returns its report.
+/// `drains` is what the controller last saw of the pods of nodes being drained.
 pub(crate) fn plan_pool(
+    pool: &PoolTarget<'_>,
+    nodes: Vec<&NodeInfo>,
+    now: Timestamp,
+    drains: &DrainObservations,
+    actions: &mut Vec<NodeAction>,
+) -> PoolReport {
+    let mut drain_wake = None;
+    let mut report = plan_pool_steps(pool, nodes, now, drains, &mut drain_wake, actions);
+    if let Some(w) = drain_wake {
+        report.wake_at = Some(report.wake_at.map_or(w, |r| r.min(w)));
+    }
+    report.drains.sort_by(|a, b| a.node.cmp(&b.node));
+    report
+}
+
+fn plan_pool_steps(
     pool: &PoolTarget<'_>,
     mut nodes: Vec<&NodeInfo>,
     now: Timestamp,
+    drains: &DrainObservations,
+    drain_wake: &mut Option<Timestamp>,
     actions: &mut Vec<NodeAction>,
 ) -> PoolReport {
     let name = pool.spec.name.as_str();
@@ -424,6 +474,8 @@ pub(crate) fn plan_pool(
         wave: None,
         wave_opened: None,
         wake_at: None,
+        drains: Vec::new(),
+        draining: Vec::new(),
     };
     for (node, status) in nodes.iter().zip(&statuses) {
         match status {
@@ -433,7 +485,9 @@ pub(crate) fn plan_pool(
                 state: *state,
                 message: message.clone(),
             }),
-            NodeRolloutStatus::InProgress => report.in_progress += 1,
+            NodeRolloutStatus::InProgress | NodeRolloutStatus::Draining => {
+                report.in_progress += 1
+            }
             NodeRolloutStatus::Busy { .. } | NodeRolloutStatus::Waiting => report.waiting += 1,
         }
         if status.is_busy() {
@@ -464,6 +518,62 @@ pub(crate) fn plan_pool(
                 assign_change.clone(),
                 "rollout settings changed",
             );
+        }
+    }
+
+    // Drains: lift the ones that are over, carry on with the others (see `drain`).
+    let mode = if pool.class == Some(Class::Drain) {
+        rollout.drain.mode
+    } else {
+        drain::DrainMode::Never
+    };
+    let may_assign = !rollout.paused && report.failed.is_empty();
+    for (i, node) in nodes.iter().enumerate() {
+        let view = drain::DrainView::of(node);
+        if !view.present {
+            continue;
+        }
+        let release = NodeChange::Release {
+            uncordon: view.cordoned,
+        };
+        match &statuses[i] {
+            NodeRolloutStatus::Draining if may_assign && mode == drain::DrainMode::Auto => {
+                continue_drain(
+                    &shared_name,
+                    node,
+                    &view,
+                    &rollout.drain,
+                    &assign_change,
+                    now,
+                    drains,
+                    drain_wake,
+                    &mut report,
+                    actions,
+                );
+            }
+            NodeRolloutStatus::Draining => push_action(
+                actions,
+                node,
+                Some(&shared_name),
+                release,
+                "drain stopped (pool paused or halted, or its drain setting changed)",
+            ),
+            NodeRolloutStatus::Failed {
+                state: Failure::DrainTimeout,
+                ..
+            }
+            | NodeRolloutStatus::InProgress
+            | NodeRolloutStatus::Busy { .. } => {}
+            NodeRolloutStatus::Done
+            | NodeRolloutStatus::Failed { .. }
+            | NodeRolloutStatus::Waiting => {
+                let reason = if view.target.as_ref() == Some(target) {
+                    "drained node applied: back in service"
+                } else {
+                    "drain for an older config"
+                };
+                push_action(actions, node, Some(&shared_name), release, reason);
+            }
         }
     }
 
@@ -519,19 +629,63 @@ pub(crate) fn plan_pool(
             }
         }
     }
-    let assign = |actions: &mut Vec<NodeAction>, i: usize| {
-        let reason = if i < canary_count {
-            "canary"
-        } else {
-            "rollout"
-        };
-        push_action(
-            actions,
-            nodes[i],
-            Some(&shared_name),
-            assign_change.clone(),
-            reason,
-        );
+    // Starts the chosen nodes: assign, or begin their drain (`drain: auto`), or check
+    // whether a person has drained them (`drain: manual`).
+    let drain_target = Arc::new(target.clone());
+    let start = |chosen: &[usize], report: &mut PoolReport, actions: &mut Vec<NodeAction>| {
+        let mut manual = Vec::new();
+        for &i in chosen {
+            let canary = i < canary_count;
+            let node = nodes[i];
+            let name: Arc<str> = Arc::from(node.name.as_str());
+            let (change, reason) = match mode {
+                drain::DrainMode::Never => {
+                    (assign_change.clone(), if canary { "canary" } else { "rollout" })
+                }
+                drain::DrainMode::Auto => (
+                    NodeChange::Cordon {
+                        drain: drain_target.clone(),
+                        since: now,
+                    },
+                    if canary {
+                        "canary: drain first"
+                    } else {
+                        "rollout: drain first"
+                    },
+                ),
+                drain::DrainMode::Manual => {
+                    let ready = drains
+                        .get(&name)
+                        .is_some_and(|s| s.unschedulable && s.pods_left == 0);
+                    if !ready {
+                        report.drains.push(DrainTask {
+                            node: name,
+                            work: drain::DrainWork::Check,
+                        });
+                        manual.push(node.name.clone());
+                        continue;
+                    }
+                    (
+                        assign_change.clone(),
+                        if canary {
+                            "canary: drained by a person"
+                        } else {
+                            "rollout: drained by a person"
+                        },
+                    )
+                }
+            };
+            push_action(actions, node, Some(&shared_name), change, reason);
+        }
+        if !manual.is_empty() {
+            report.hold = Some(Hold::Manual { nodes: manual });
+            let retry = now
+                .checked_add(
+                    SignedDuration::try_from(drain::DRAIN_RETRY).unwrap_or(SignedDuration::MAX),
+                )
+                .unwrap_or(Timestamp::MAX);
+            report.wake_at = Some(report.wake_at.map_or(retry, |w| w.min(retry)));
+        }
     };
     let slots = max_unavailable.saturating_sub(report.busy);
     let waves = rollout.waves.as_ref().filter(|_| canary_done);
@@ -541,10 +695,8 @@ pub(crate) fn plan_pool(
         } else {
             canary_count
         };
-        (0..eligible)
-            .filter(|&i| to_assign(i))
-            .take(slots)
-            .for_each(|i| assign(actions, i));
+        let chosen: Vec<usize> = (0..eligible).filter(|&i| to_assign(i)).take(slots).collect();
+        start(&chosen, &mut report, actions);
         return report;
     };
 
@@ -618,8 +770,70 @@ pub(crate) fn plan_pool(
     if let Some(later) = later.filter(|_| slots > ready.len()) {
         report.wake_at = Some(report.wake_at.map_or(later, |w| w.min(later)));
     }
-    for i in ready {
-        assign(actions, i);
-    }
+    start(&ready, &mut report, actions);
     report
+}
+
+/// One round of a drain in progress on `node` (`drain: auto`): assign the target once
+/// the node is empty, else evict again (or force, or give up after the timeout).
+#[allow(clippy::too_many_arguments)]
+fn continue_drain(
+    pool: &Arc<str>,
+    node: &NodeInfo,
+    view: &drain::DrainView,
+    settings: &drain::Drain,
+    assign_change: &NodeChange,
+    now: Timestamp,
+    drains: &DrainObservations,
+    drain_wake: &mut Option<Timestamp>,
+    report: &mut PoolReport,
+    actions: &mut Vec<NodeAction>,
+) {
+    let name: Arc<str> = Arc::from(node.name.as_str());
+    let seen = drains.get(&name);
+    if seen.is_some_and(|s| s.pods_left == 0) {
+        push_action(actions, node, Some(pool), assign_change.clone(), "drained");
+        return;
+    }
+    let timeout = SignedDuration::try_from(settings.timeout).unwrap_or(SignedDuration::MAX);
+    let deadline = view
+        .since
+        .and_then(|s| s.checked_add(timeout).ok())
+        .unwrap_or(Timestamp::MAX);
+    let work = if now < deadline {
+        drain::DrainWork::Evict
+    } else if settings.force {
+        drain::DrainWork::Force
+    } else {
+        push_action(
+            actions,
+            node,
+            Some(pool),
+            NodeChange::GiveUp {
+                message: drain::blocked_message(settings.timeout, seen),
+                uncordon: view.cordoned,
+            },
+            "drain timed out",
+        );
+        return;
+    };
+    report.drains.push(DrainTask { node: name, work });
+    if let Some(s) = seen {
+        report.draining.push(format!(
+            "{}: {} pod(s) left{}",
+            node.name,
+            s.pods_left,
+            s.blocker
+                .as_deref()
+                .map(|b| format!("; {b}"))
+                .unwrap_or_default()
+        ));
+    } else {
+        report.draining.push(format!("{}: cordoned, evicting", node.name));
+    }
+    let retry = now
+        .checked_add(SignedDuration::try_from(drain::DRAIN_RETRY).unwrap_or(SignedDuration::MAX))
+        .unwrap_or(Timestamp::MAX);
+    let wake = retry.min(deadline);
+    *drain_wake = Some(drain_wake.map_or(wake, |w: Timestamp| w.min(wake)));
 }

@@ -28,7 +28,9 @@ use crate::metrics::Metrics;
 use crate::model::Overlap;
 use crate::publish::{self, FIELD_MANAGER, PublishError, Published, SourceInfo};
 use crate::render::RenderedRepo;
-use crate::rollout::{NodeAction, PoolPhase, PoolReport, PoolTarget, RolloutPlan};
+use crate::rollout::{
+    DrainObservations, NodeAction, NodeChange, PoolPhase, PoolReport, PoolTarget, RolloutPlan,
+};
 use crate::state::AppliedCommit;
 
 /// A commit that rendered and validated: what the cluster should converge to.
@@ -140,6 +142,9 @@ pub(crate) struct Outcome {
     pub deleted: Vec<String>,
     /// Whether writes were allowed (false: a follower only planned).
     pub wrote: bool,
+    /// Whether this round's drain work saw something new (a pod gone, a budget's
+    /// answer): the next round plans again at once.
+    pub drain_changed: bool,
     /// Pool to the commit that produced its ConfigMap, where known: the ConfigMap's
     /// source-commit annotation as the cache shows it, or this commit for a ConfigMap
     /// this replica created and the cache does not show yet.
@@ -167,6 +172,8 @@ pub(crate) struct Reconciler {
     /// ConfigMaps this replica created, to the commit it created them for, until the
     /// cache shows their annotations (only the desired pools' names are kept).
     created_for: HashMap<String, String>,
+    /// What the last round's drain work saw of each node it worked on (only those).
+    drain_seen: DrainObservations,
 }
 
 impl Reconciler {
@@ -196,6 +203,7 @@ impl Reconciler {
             logged_overlaps: HashSet::new(),
             phases: BTreeMap::new(),
             created_for: HashMap::new(),
+            drain_seen: DrainObservations::new(),
         }
     }
 
@@ -336,7 +344,7 @@ impl Reconciler {
             fleet.expire_pending(Instant::now());
             fleet.set_pools(ns, &targets);
             let replanned = fleet.marked_pools();
-            (fleet.plan(now), fleet.len(), replanned)
+            (fleet.plan(now, &self.drain_seen), fleet.len(), replanned)
         };
         self.log_overlaps(&plan.overlaps);
         self.log_phases(&plan.pools);
@@ -370,6 +378,9 @@ impl Reconciler {
                 source,
             });
         }
+
+        // Drain work: evict (or check) the pods of the nodes being drained.
+        outcome.drain_changed = self.drain(&plan, may_write).await;
 
         // Garbage collection, against the nodes as they are now (with this round's writes).
         let target_refs: Vec<ConfigRef> = targets.iter().map(|t| t.target.clone()).collect();
@@ -461,6 +472,52 @@ impl Reconciler {
         sources
     }
 
+    /// Runs the plan's drain work (a few nodes at a time) and keeps what it saw for the
+    /// next round's plan. Returns whether anything changed since the last round.
+    async fn drain(&mut self, plan: &RolloutPlan, may_write: &(dyn Fn() -> bool + Sync)) -> bool {
+        let tasks: Vec<_> = plan.pools.iter().flat_map(|p| p.drains.iter()).collect();
+        if tasks.is_empty() && self.drain_seen.is_empty() {
+            return false;
+        }
+        // The futures are built first, as in `apply_actions` (rust-lang/rust#102211).
+        let work: Vec<_> = tasks
+            .into_iter()
+            .map(|task| {
+                let (client, metrics, task) =
+                    (self.client.clone(), self.metrics.clone(), task.clone());
+                async move {
+                    if !may_write() {
+                        return None;
+                    }
+                    let seen = super::drain::run(&client, &metrics, &task).await;
+                    Some((task.node, seen))
+                }
+            })
+            .collect();
+        let results: Vec<_> = futures::stream::iter(work)
+            .buffer_unordered(self.concurrency)
+            .collect()
+            .await;
+        let seen: DrainObservations = results.into_iter().flatten().collect();
+        let mut changed = false;
+        {
+            let mut fleet = self.nodes.lock();
+            for (node, s) in &seen {
+                if self.drain_seen.get(node) != Some(s) {
+                    fleet.mark_node(node);
+                    changed = true;
+                }
+            }
+            for node in self.drain_seen.keys() {
+                if !seen.contains_key(node) {
+                    fleet.mark_node(node);
+                }
+            }
+        }
+        self.drain_seen = seen;
+        changed
+    }
+
     /// Sends every action (a few at a time). Returns how many went through and the
     /// failures (node, error).
     async fn apply_actions(
@@ -492,25 +549,38 @@ impl Reconciler {
                     let (api, params, metrics) = (api.clone(), params.clone(), metrics.clone());
                     let value = action.patch();
                     let node = action.node.clone();
+                    let cordon = matches!(action.change, NodeChange::Cordon { .. });
+                    let client = self.client.clone();
                     async move {
                         if !may_write() {
                             return (i, None);
                         }
-                        let patch = Patch::Merge(&value);
                         let call = Call {
                             verb: "patch",
                             resource: "nodes",
                             name: &node,
                         };
-                        let r = retrying(call, &retry, &metrics, || {
-                            api.patch_metadata(&node, &params, &patch)
+                        let r = retrying(call, &retry, &metrics, || async {
+                            // A cordon reads the node first: one a person cordoned keeps
+                            // their cordon (no claim on it), and the write is conditional
+                            // on what was read (a 409 reads again).
+                            let value = if cordon {
+                                let (unschedulable, rv) =
+                                    super::drain::read_cordon(&client, &node).await?;
+                                cordon_patch(&value, unschedulable, rv)
+                            } else {
+                                value.clone()
+                            };
+                            api.patch_metadata(&node, &params, &Patch::Merge(&value))
+                                .await
+                                .map(|_| value)
                         })
                         .await;
-                        (i, Some(r.map(|_| ())))
+                        (i, Some(r))
                     }
                 })
                 .collect();
-            let results: Vec<(usize, Option<Result<(), kube::Error>>)> =
+            let results: Vec<(usize, Option<Result<serde_json::Value, kube::Error>>)> =
                 futures::stream::iter(sends)
                     .buffer_unordered(self.concurrency)
                     .collect()
@@ -519,14 +589,12 @@ impl Reconciler {
                 let action = &actions[i];
                 match result {
                     None => {}
-                    Some(Ok(())) => {
+                    Some(Ok(sent)) => {
                         written += 1;
                         self.metrics.node_written();
-                        self.nodes.lock().node_patched(
-                            &action.node,
-                            &action.patch(),
-                            Instant::now(),
-                        );
+                        self.nodes
+                            .lock()
+                            .node_patched(&action.node, &sent, Instant::now());
                         tracing::info!(
                             node = %action.node,
                             pool = action.pool.as_deref().unwrap_or(""),
@@ -609,11 +677,48 @@ impl Reconciler {
     }
 }
 
+/// A cordon's patch for a node as read: conditional on its resourceVersion; when the
+/// node is unschedulable already (a person cordoned it), without the cordon and without
+/// claiming it (no `cordoned` annotation), so that it is never lifted by us.
+fn cordon_patch(
+    value: &serde_json::Value,
+    unschedulable: bool,
+    resource_version: Option<String>,
+) -> serde_json::Value {
+    let mut value = value.clone();
+    if unschedulable {
+        if let Some(root) = value.as_object_mut() {
+            root.remove("spec");
+        }
+        if let Some(a) = value
+            .pointer_mut("/metadata/annotations")
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            a.remove(kubelet_gitops_core::protocol::CORDONED);
+        }
+    }
+    if let (Some(rv), Some(meta)) = (
+        resource_version,
+        value
+            .pointer_mut("/metadata")
+            .and_then(serde_json::Value::as_object_mut),
+    ) {
+        meta.insert("resourceVersion".to_string(), serde_json::Value::String(rv));
+    }
+    value
+}
+
 /// `desired-config=<ref>` or `unassigned`, for logs.
 fn describe(action: &NodeAction) -> String {
     match &action.change {
         crate::rollout::NodeChange::Assign { desired, .. } => desired.to_string(),
         crate::rollout::NodeChange::Unassign => "local (unassigned)".to_string(),
+        crate::rollout::NodeChange::Cordon { drain, .. } => format!("cordon, drain for {drain}"),
+        crate::rollout::NodeChange::Release { uncordon: true } => "uncordon, drain over".to_string(),
+        crate::rollout::NodeChange::Release { uncordon: false } => {
+            "drain over (cordoned by someone else: left cordoned)".to_string()
+        }
+        crate::rollout::NodeChange::GiveUp { message, .. } => format!("drain given up: {message}"),
     }
 }
 

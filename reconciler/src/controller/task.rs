@@ -388,7 +388,9 @@ impl Controller {
                 self.update(|s| set(&mut s.last_error, Some(error)));
             }
         }
-        result.map(|o| o.node_writes == 0 && o.created.is_empty() && o.deleted.is_empty())
+        result.map(|o| {
+            o.node_writes == 0 && o.created.is_empty() && o.deleted.is_empty() && !o.drain_changed
+        })
     }
 
     async fn run_loop(

@@ -178,7 +178,8 @@ impl Demo {
                 let failed_ok = gpu.phase == PoolPhase::Halted
                     && gpu.failed.len() == 1
                     && gpu.failed[0].node == rb_canary
-                    && gpu.failed[0].state == kubelet_gitops_core::protocol::State::RolledBack;
+                    && gpu.failed[0].state
+                        == crate::rollout::Failure::Agent(kubelet_gitops_core::protocol::State::RolledBack);
                 let node = nodes.iter().find(|n| n.name == rb_canary)?;
                 let back = node.current.as_deref() == Some(rb_good.as_str())
                     && node
@@ -295,7 +296,7 @@ fn complete_or_halted(s: &SyncState, commit: &str) -> Option<Result<(), String>>
                 .iter()
                 .map(|f| {
                     format!(
-                        "{} {:?}: {}",
+                        "{} {}: {}",
                         f.node,
                         f.state,
                         f.message.as_deref().unwrap_or("no message")
@@ -392,6 +393,8 @@ mod tests {
             wave: None,
             wave_opened: None,
             wake_at: None,
+            drains: Vec::new(),
+            draining: Vec::new(),
         };
         let mut s = SyncState {
             applied: Some(AppliedCommit {
@@ -417,7 +420,7 @@ mod tests {
             PoolPhase::Halted,
             vec![NodeFailure {
                 node: "gpu-1".into(),
-                state: State::Degraded,
+                state: crate::rollout::Failure::Agent(State::Degraded),
                 message: Some("no allocatable cpu".into()),
             }],
         );

@@ -232,6 +232,8 @@ mod tests {
             wave: None,
             wave_opened: None,
             wake_at: None,
+            drains: Vec::new(),
+            draining: Vec::new(),
         }
     }
 
@@ -284,7 +286,7 @@ mod tests {
     fn a_failed_node_is_named_once() {
         let failed = vec![NodeFailure {
             node: "gpu-1".into(),
-            state: State::RolledBack,
+            state: crate::rollout::Failure::Agent(State::RolledBack),
             message: Some("kubelet did not become healthy".into()),
         }];
         let nodes = [node(

@@ -76,7 +76,7 @@ fn a_heartbeat_is_not_news_and_plans_nothing_again() {
     let b = node("b").labels(&[("pool", "cpu")]).build();
     assert!(show(&mut fleet, &a, now));
     assert!(show(&mut fleet, &b, now));
-    fleet.plan(jiff::Timestamp::UNIX_EPOCH);
+    fleet.plan(jiff::Timestamp::UNIX_EPOCH, &Default::default());
     assert_eq!(fleet.marked_pools(), 0);
     // The same node again (a status heartbeat: only its resourceVersion moved).
     assert!(!show(&mut fleet, &a, now), "nothing kept changed");
@@ -86,13 +86,13 @@ fn a_heartbeat_is_not_news_and_plans_nothing_again() {
     a2.annotations.insert(STATE, State::Applying.as_str());
     assert!(show(&mut fleet, &a2, now));
     assert_eq!(fleet.marked_pools(), 1);
-    fleet.plan(jiff::Timestamp::UNIX_EPOCH);
+    fleet.plan(jiff::Timestamp::UNIX_EPOCH, &Default::default());
     // A label change moves it: both pools plan again, no other.
     let mut a3 = a2.clone();
     a3.labels.insert("pool", "cpu");
     assert!(show(&mut fleet, &a3, now));
     assert_eq!(fleet.marked_pools(), 2);
-    let plan = fleet.plan(jiff::Timestamp::UNIX_EPOCH);
+    let plan = fleet.plan(jiff::Timestamp::UNIX_EPOCH, &Default::default());
     let cpu = plan.pools.iter().find(|p| p.pool == "cpu").unwrap();
     assert_eq!(cpu.nodes, 2);
 }
@@ -110,18 +110,19 @@ fn a_new_config_plans_only_its_pool_again() {
             .build();
         show(&mut fleet, &n, now);
     }
-    fleet.plan(jiff::Timestamp::UNIX_EPOCH);
+    fleet.plan(jiff::Timestamp::UNIX_EPOCH, &Default::default());
     names[7] = "kubelet-p7-2".into();
     fleet.set_pools(NS, &targets(&specs, &names));
     assert_eq!(fleet.marked_pools(), 1);
-    let plan = fleet.plan(jiff::Timestamp::UNIX_EPOCH);
+    let plan = fleet.plan(jiff::Timestamp::UNIX_EPOCH, &Default::default());
     assert_eq!(
         plan,
         plan_rollout(
             NS,
             &targets(&specs, &names),
             &fleet.snapshot(),
-            jiff::Timestamp::UNIX_EPOCH
+            jiff::Timestamp::UNIX_EPOCH,
+            &Default::default()
         )
     );
     // A changed selector places every node again.
@@ -132,7 +133,7 @@ fn a_new_config_plans_only_its_pool_again() {
         .insert("zone".into(), "a".into());
     fleet.set_pools(NS, &targets(&specs2, &names));
     assert_eq!(fleet.marked_pools(), 50);
-    let plan = fleet.plan(jiff::Timestamp::UNIX_EPOCH);
+    let plan = fleet.plan(jiff::Timestamp::UNIX_EPOCH, &Default::default());
     assert_eq!(plan.pools.iter().find(|p| p.pool == "p3").unwrap().nodes, 0);
     assert_eq!(
         plan,
@@ -140,7 +141,8 @@ fn a_new_config_plans_only_its_pool_again() {
             NS,
             &targets(&specs2, &names),
             &fleet.snapshot(),
-            jiff::Timestamp::UNIX_EPOCH
+            jiff::Timestamp::UNIX_EPOCH,
+            &Default::default()
         )
     );
 }
@@ -444,7 +446,7 @@ fn incremental_planning_equals_planning_from_scratch() {
                 // A round: plan, compare, write some of the actions.
                 7..=9 => {
                     fleet.expire_pending(now);
-                    let plan = fleet.plan(jiff::Timestamp::UNIX_EPOCH);
+                    let plan = fleet.plan(jiff::Timestamp::UNIX_EPOCH, &Default::default());
                     let snapshot = fleet.snapshot();
                     assert_eq!(
                         plan,
@@ -452,7 +454,8 @@ fn incremental_planning_equals_planning_from_scratch() {
                             &ns,
                             &targets(&specs, &names),
                             &snapshot,
-                            jiff::Timestamp::UNIX_EPOCH
+                            jiff::Timestamp::UNIX_EPOCH,
+            &Default::default()
                         ),
                         "seed {seed} step {step}"
                     );
@@ -569,14 +572,14 @@ fn a_pool_waiting_on_time_is_planned_again_when_its_time_comes_and_keeps_its_soa
         .build();
     show(&mut fleet, &a, now);
     show(&mut fleet, &b, now);
-    let plan = fleet.plan(at(0));
+    let plan = fleet.plan(at(0), &Default::default());
     assert_eq!(plan.actions.len(), 1, "wave a: node a");
     let mut a = a;
     apply_patch(&mut a, &plan.actions[0].patch());
     while agent_step(&mut a) {}
     show(&mut fleet, &a, now);
     // Wave a Done at +60: wave b soaks until +660.
-    let plan = fleet.plan(at(60));
+    let plan = fleet.plan(at(60), &Default::default());
     assert!(plan.actions.is_empty());
     assert_eq!(plan.pools[0].wake_at, Some(at(660)));
     // Another event of the pool during the soak does not start it over.
@@ -585,10 +588,10 @@ fn a_pool_waiting_on_time_is_planned_again_when_its_time_comes_and_keeps_its_soa
     b2.annotations
         .insert("kubelet-gitops.io/message", "still fine");
     show(&mut fleet, &b2, now);
-    assert!(fleet.plan(at(300)).actions.is_empty());
+    assert!(fleet.plan(at(300), &Default::default()).actions.is_empty());
     assert_eq!(fleet.marked_pools(), 0);
     // Nothing changes but the time: the pool is planned again and b goes.
-    let plan = fleet.plan(at(660));
+    let plan = fleet.plan(at(660), &Default::default());
     assert_eq!(
         plan.actions.iter().map(|a| &*a.node).collect::<Vec<_>>(),
         ["b"]

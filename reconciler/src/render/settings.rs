@@ -133,6 +133,9 @@ pub(super) struct RolloutDoc {
     lkg_grace: Option<String>,
     maintenance: Option<MaintenanceDoc>,
     waves: Option<WavesDoc>,
+    drain: Option<String>,
+    drain_timeout: Option<String>,
+    drain_force: Option<bool>,
 }
 
 /// `rollout.maintenance` as written.
@@ -360,6 +363,21 @@ pub(super) fn resolve_rollout(
             Ok(d) => out.lkg_grace = d,
             Err(m) => fail("lkgGrace", m),
         }
+    }
+    if let Some(d) = &doc.drain {
+        match crate::rollout::drain::DrainMode::parse(d) {
+            Ok(m) => out.drain.mode = m,
+            Err(m) => fail("drain", m),
+        }
+    }
+    if let Some(s) = &doc.drain_timeout {
+        match parse_duration(s) {
+            Ok(d) => out.drain.timeout = d,
+            Err(m) => fail("drainTimeout", m),
+        }
+    }
+    if let Some(f) = doc.drain_force {
+        out.drain.force = f;
     }
     if let Some(m) = &doc.maintenance {
         let at = join_key(prefix, "maintenance");

@@ -7,7 +7,32 @@ use kubelet_gitops_core::protocol::{
     CURRENT_CONFIG, ConfigRef, DESIRED_CONFIG, MESSAGE, OBSERVED_CONFIG, STATE, State,
 };
 
+use super::drain::DrainView;
 use crate::model::NodeInfo;
+
+/// Why a node failed on its pool's target: the agent's report, or the drain before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// The agent reported `Degraded` or `RolledBack`.
+    Agent(State),
+    /// The drain gave up after the pool's `drainTimeout` (the node was never assigned).
+    DrainTimeout,
+}
+
+impl Failure {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Failure::Agent(s) => s.as_str(),
+            Failure::DrainTimeout => "DrainTimeout",
+        }
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// The label that puts a node at the front of its pool's canary order
 /// (`kubelet-gitops.io/canary=true`).
@@ -23,10 +48,10 @@ pub const CANARY_LABEL: &str = "kubelet-gitops.io/canary";
 pub enum NodeRolloutStatus {
     /// Desired, observed and current config are `T` and the agent reports `Done`.
     Done,
-    /// The agent reports `Degraded` or `RolledBack` about `T`, which is still desired.
-    /// The pool halts.
+    /// The agent reports `Degraded` or `RolledBack` about `T`, which is still desired, or
+    /// the drain for `T` gave up. The pool halts.
     Failed {
-        state: State,
+        state: Failure,
         /// The agent's message, if it wrote one.
         message: Option<String>,
     },
@@ -34,6 +59,8 @@ pub enum NodeRolloutStatus {
     /// `Downloading`/`Applying`/`Verifying`, no or an unknown state, or `Done` without
     /// current-config naming `T`).
     InProgress,
+    /// Being drained for `T` (cordoned, its pods leaving), not assigned yet.
+    Draining,
     /// Another ConfigMap is desired and the node has not settled on it (typically the
     /// previous target, mid-rollout). Not on `T` yet, but unavailable all the same.
     Busy {
@@ -50,7 +77,9 @@ impl NodeRolloutStatus {
     pub fn is_busy(&self) -> bool {
         matches!(
             self,
-            NodeRolloutStatus::InProgress | NodeRolloutStatus::Busy { .. }
+            NodeRolloutStatus::InProgress
+                | NodeRolloutStatus::Draining
+                | NodeRolloutStatus::Busy { .. }
         )
     }
 }
@@ -93,6 +122,7 @@ impl<'a> NodeView<'a> {
 /// Classifies `node` with respect to `target` (see [`NodeRolloutStatus`]).
 pub fn node_status(node: &NodeInfo, target: &ConfigRef) -> NodeRolloutStatus {
     let view = NodeView::of(node);
+    let drain = DrainView::of(node);
     match view.desired {
         Some(ref desired) if desired == target => {
             if view.observed.as_ref() != Some(desired) {
@@ -103,12 +133,17 @@ pub fn node_status(node: &NodeInfo, target: &ConfigRef) -> NodeRolloutStatus {
                     NodeRolloutStatus::Done
                 }
                 Some(state) if state.is_failure() => NodeRolloutStatus::Failed {
-                    state,
+                    state: Failure::Agent(state),
                     message: view.message.map(str::to_string),
                 },
                 _ => NodeRolloutStatus::InProgress,
             }
         }
+        _ if drain.draining_for(target) => NodeRolloutStatus::Draining,
+        _ if drain.blocked_for(target).is_some() => NodeRolloutStatus::Failed {
+            state: Failure::DrainTimeout,
+            message: drain.blocked_for(target).map(str::to_string),
+        },
         Some(ref desired @ ConfigRef::ConfigMap { .. }) if !view.settled_on(desired) => {
             NodeRolloutStatus::Busy {
                 desired: desired.clone(),

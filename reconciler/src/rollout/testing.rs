@@ -138,6 +138,10 @@ impl PoolBuilder {
         self.0.rollout.waves = Some(w);
         self
     }
+    pub fn drain(mut self, mode: crate::model::DrainMode) -> Self {
+        self.0.rollout.drain.mode = mode;
+        self
+    }
     pub fn paused(mut self) -> Self {
         self.0.rollout.paused = true;
         self

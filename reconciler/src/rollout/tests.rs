@@ -23,7 +23,7 @@ fn target<'a>(spec: &'a PoolSpec, name: &str) -> PoolTarget<'a> {
 }
 
 fn plan(pools: &[PoolTarget<'_>], nodes: &[NodeInfo]) -> RolloutPlan {
-    plan_rollout(NS, pools, nodes, jiff::Timestamp::UNIX_EPOCH)
+    plan_rollout(NS, pools, nodes, jiff::Timestamp::UNIX_EPOCH, &Default::default())
 }
 
 /// `(node, reason)` of every action.
@@ -171,7 +171,7 @@ fn a_failure_halts_the_pool() {
             r.failed,
             vec![NodeFailure {
                 node: "gpu-01".into(),
-                state: failure,
+                state: super::Failure::Agent(failure),
                 message: Some("failed to validate config: maxPods must be positive".into()),
             }]
         );
@@ -672,7 +672,7 @@ fn node_status_classifies_against_the_target() {
                 .state(State::Degraded)
                 .build(),
             NodeRolloutStatus::Failed {
-                state: State::Degraded,
+                state: super::Failure::Agent(State::Degraded),
                 message: None,
             },
         ),

@@ -75,7 +75,7 @@ fn a_drain_change_waits_outside_the_window_and_starts_inside() {
     let pools = [target(&spec, Some(Class::Drain))];
 
     let monday = at("2026-11-30T12:00:00Z");
-    let p = plan_rollout(NS, &pools, &nodes, monday);
+    let p = plan_rollout(NS, &pools, &nodes, monday, &Default::default());
     assert!(p.actions.is_empty(), "{:?}", p.actions);
     let r = &p.pools[0];
     assert_eq!(
@@ -92,7 +92,7 @@ fn a_drain_change_waits_outside_the_window_and_starts_inside() {
     assert_eq!(r.phase, PoolPhase::Progressing);
 
     let inside = at("2026-12-01T02:00:00Z");
-    let p = plan_rollout(NS, &pools, &nodes, inside);
+    let p = plan_rollout(NS, &pools, &nodes, inside, &Default::default());
     assert_eq!(assigned(&p), ["n1"], "the canary starts");
     assert_eq!(p.pools[0].hold, None);
     assert_eq!(p.pools[0].wake_at, Some(at("2026-12-01T04:00:00Z")));
@@ -106,17 +106,17 @@ fn only_drain_changes_wait_unless_the_windows_apply_to_all() {
         .maintenance(tuesday_window(AppliesTo::Drain))
         .build();
     for class in [Class::Restart, Class::RestartClearState] {
-        let p = plan_rollout(NS, &[target(&drain_only, Some(class))], &nodes, monday);
+        let p = plan_rollout(NS, &[target(&drain_only, Some(class))], &nodes, monday, &Default::default());
         assert_eq!(assigned(&p), ["n1"], "{class} flows at any time");
         assert_eq!(p.pools[0].hold, None);
     }
     // Unknown (the reconciler has just started): taken as drain.
-    let p = plan_rollout(NS, &[target(&drain_only, None)], &nodes, monday);
+    let p = plan_rollout(NS, &[target(&drain_only, None)], &nodes, monday, &Default::default());
     assert!(p.actions.is_empty());
     let all = pool("gpu")
         .maintenance(tuesday_window(AppliesTo::All))
         .build();
-    let p = plan_rollout(NS, &[target(&all, Some(Class::Restart))], &nodes, monday);
+    let p = plan_rollout(NS, &[target(&all, Some(Class::Restart))], &nodes, monday, &Default::default());
     assert!(
         p.actions.is_empty(),
         "appliesTo: all holds a restart change"
@@ -130,22 +130,24 @@ fn a_window_closing_interrupts_no_node_and_a_complete_pool_waits_for_nothing() {
         .max_unavailable(IntOrPercent::Int(2))
         .canary(0)
         .maintenance(tuesday_window(AppliesTo::All))
+        // The window alone: the drain's own steps are drain_tests'.
+        .drain(crate::model::DrainMode::Never)
         .build();
     let pools = [target(&spec, Some(Class::Drain))];
     let mut nodes = gpu_nodes(&[("n1", None), ("n2", None), ("n3", None)]);
-    let p = plan_rollout(NS, &pools, &nodes, at("2026-12-01T03:59:00Z"));
+    let p = plan_rollout(NS, &pools, &nodes, at("2026-12-01T03:59:00Z"), &Default::default());
     assert_eq!(assigned(&p), ["n1", "n2"]);
     apply_plan(&mut nodes, &p);
     // The window closes: n1 and n2 go on (no action touches them), n3 waits.
     let after = at("2026-12-01T04:00:00Z");
-    let p = plan_rollout(NS, &pools, &nodes, after);
+    let p = plan_rollout(NS, &pools, &nodes, after, &Default::default());
     assert!(p.actions.is_empty());
     assert_eq!(p.pools[0].in_progress, 2);
     assert!(p.pools[0].hold.is_some());
     for n in &mut nodes {
         while agent_step(n) {}
     }
-    let p = plan_rollout(NS, &pools, &nodes, after);
+    let p = plan_rollout(NS, &pools, &nodes, after, &Default::default());
     assert!(p.actions.is_empty());
     assert_eq!(p.pools[0].done, 2);
     // Everything Done: no hold shown.
@@ -157,13 +159,14 @@ fn a_window_closing_interrupts_no_node_and_a_complete_pool_waits_for_nothing() {
                 &pools,
                 std::slice::from_ref(&n),
                 at("2026-12-01T02:00:00Z"),
+            &Default::default(),
             );
             apply_plan(std::slice::from_mut(&mut n), &p);
             while agent_step(&mut n) {}
             n
         })
         .collect::<Vec<_>>();
-    let p = plan_rollout(NS, &pools, &done, after);
+    let p = plan_rollout(NS, &pools, &done, after, &Default::default());
     assert_eq!(p.pools[0].phase, PoolPhase::Complete);
     assert_eq!(p.pools[0].hold, None);
     assert_eq!(p.pools[0].wake_at, None);
@@ -183,6 +186,7 @@ fn a_window_list_that_never_opens_holds_forever_and_says_so() {
         &[target(&spec, None)],
         &nodes,
         at("2026-11-30T12:00:00Z"),
+    &Default::default(),
     );
     assert!(p.actions.is_empty());
     assert_eq!(p.pools[0].hold, Some(Hold::Window { next: None }));
@@ -210,7 +214,7 @@ fn run_waves(
             wave_opened: opened.clone(),
             ..target(spec, Some(Class::Restart))
         }];
-        let p = plan_rollout(NS, &pools, nodes, now);
+        let p = plan_rollout(NS, &pools, nodes, now, &Default::default());
         let r = &p.pools[0];
         opened = r.wave_opened.clone();
         if r.phase == PoolPhase::Complete {
@@ -300,6 +304,7 @@ fn max_unavailable_is_a_share_of_the_wave_and_the_report_names_it() {
         &[target(&spec, None)],
         &nodes,
         at("2026-12-01T00:00:00Z"),
+    &Default::default(),
     );
     assert_eq!(assigned(&p), ["a1", "a2"], "50% of wave a's 4 nodes");
     let r = &p.pools[0];
@@ -322,13 +327,14 @@ fn all_nodes_unlabelled_make_one_wave_and_an_empty_pool_has_none() {
         &[target(&spec, None)],
         &nodes,
         at("2026-12-01T00:00:00Z"),
+    &Default::default(),
     );
     assert_eq!(assigned(&p), ["n1", "n2"]);
     assert_eq!(
         p.pools[0].wave.as_ref().unwrap().to_string(),
         "wave 1/1 topology.kubernetes.io/zone=(unlabelled)"
     );
-    let p = plan_rollout(NS, &[target(&spec, None)], &[], at("2026-12-01T00:00:00Z"));
+    let p = plan_rollout(NS, &[target(&spec, None)], &[], at("2026-12-01T00:00:00Z"), &Default::default());
     assert_eq!(p.pools[0].phase, PoolPhase::Empty);
     assert!(p.pools[0].wave.is_none());
 }
@@ -350,7 +356,7 @@ fn jitter_spreads_a_wave_deterministically() {
     let nodes = gpu_nodes(&zones);
     let t0 = at("2026-12-01T00:00:00Z");
     // First round: the wave opens now; only nodes whose offset is zero could go.
-    let p = plan_rollout(NS, &[target(&spec, None)], &nodes, t0);
+    let p = plan_rollout(NS, &[target(&spec, None)], &nodes, t0, &Default::default());
     let opened = p.pools[0].wave_opened.clone().unwrap();
     assert_eq!(opened.at, t0);
     let offsets: Vec<(Duration, &str)> = names
@@ -377,7 +383,7 @@ fn jitter_spreads_a_wave_deterministically() {
             wave_opened: Some(opened.clone()),
             ..target(&spec, None)
         }];
-        let p = plan_rollout(NS, &pools, &nodes, now);
+        let p = plan_rollout(NS, &pools, &nodes, now, &Default::default());
         let mut expected: Vec<&str> = offsets
             .iter()
             .filter(|(o, _)| *o <= Duration::from_secs(s as u64))
@@ -410,7 +416,7 @@ fn a_canary_in_a_later_zone_counts_as_done_in_its_wave_and_a_window_gates_waves_
         .done_on("gpu", &format!("{NS}/{NEW}"))
         .build();
     let inside = at("2026-12-01T02:30:00Z");
-    let p = plan_rollout(NS, &[target(&spec, None)], &nodes, inside);
+    let p = plan_rollout(NS, &[target(&spec, None)], &nodes, inside, &Default::default());
     assert_eq!(assigned(&p), ["n2"]);
     assert_eq!(p.pools[0].wave.as_ref().unwrap().value, "a");
     apply_plan(&mut nodes, &p);
@@ -418,7 +424,7 @@ fn a_canary_in_a_later_zone_counts_as_done_in_its_wave_and_a_window_gates_waves_
         while agent_step(n) {}
     }
     // Wave z has only the canary, Done: the pool is complete.
-    let p = plan_rollout(NS, &[target(&spec, None)], &nodes, inside);
+    let p = plan_rollout(NS, &[target(&spec, None)], &nodes, inside, &Default::default());
     assert_eq!(p.pools[0].phase, PoolPhase::Complete);
     // Outside the window the wave waits like everything else.
     let nodes = gpu_nodes(&[("c1", Some("z")), ("n2", Some("a"))]);
@@ -427,6 +433,7 @@ fn a_canary_in_a_later_zone_counts_as_done_in_its_wave_and_a_window_gates_waves_
         &[target(&spec, None)],
         &nodes,
         at("2026-12-01T05:00:00Z"),
+    &Default::default(),
     );
     assert!(p.actions.is_empty());
     assert_eq!(

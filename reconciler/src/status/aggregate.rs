@@ -23,7 +23,7 @@ use kubelet_gitops_core::protocol::State;
 
 use super::commit::{CONTEXT, CommitStatus, StatusState, pool_context};
 use super::describe::{Part, compose, node_reason, one_line};
-use crate::rollout::{PoolPhase, PoolReport};
+use crate::rollout::{Failure, PoolPhase, PoolReport};
 
 /// The status of one pool's rollout of the commit `sha`, its description composed for
 /// `limit` characters (the forge's; see [`compose`]).
@@ -103,11 +103,12 @@ fn failure_parts(report: &PoolReport, progress: &str, config: &str, in_summary: 
     let first = &report.failed[0];
     let message = first.message.as_deref().unwrap_or_default();
     let outcome = match first.state {
-        State::RolledBack if message.contains(" did not help either") => {
+        Failure::Agent(State::RolledBack) if message.contains(" did not help either") => {
             "rolled back but still unhealthy"
         }
-        State::RolledBack => "rolled back",
-        State::Degraded => "degraded",
+        Failure::Agent(State::RolledBack) => "rolled back",
+        Failure::Agent(State::Degraded) => "degraded",
+        Failure::DrainTimeout => "could not be drained",
         other => other.as_str(),
     };
     let count = format!(" ({} failed; {progress}", report.failed.len());
@@ -269,6 +270,8 @@ mod tests {
             wave: None,
             wave_opened: None,
             wake_at: None,
+            drains: Vec::new(),
+            draining: Vec::new(),
         }
     }
 
@@ -323,12 +326,12 @@ mod tests {
         r.failed = vec![
             NodeFailure {
                 node: "node-2".to_string(),
-                state: State::RolledBack,
+                state: crate::rollout::Failure::Agent(State::RolledBack),
                 message: Some("kubelet not healthy after 2m0s".to_string()),
             },
             NodeFailure {
                 node: "node-5".to_string(),
-                state: State::Degraded,
+                state: crate::rollout::Failure::Agent(State::Degraded),
                 message: None,
             },
         ];
@@ -391,7 +394,7 @@ mod tests {
         let mut r = named(pool, PoolPhase::Halted, 3, 0);
         r.failed = vec![NodeFailure {
             node: node.to_string(),
-            state: State::RolledBack,
+            state: crate::rollout::Failure::Agent(State::RolledBack),
             message: Some(message.to_string()),
         }];
         r

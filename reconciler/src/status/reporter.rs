@@ -323,6 +323,8 @@ mod tests {
             wave: None,
             wave_opened: None,
             wake_at: None,
+            drains: Vec::new(),
+            draining: Vec::new(),
         }
     }
 
@@ -386,7 +388,7 @@ mod tests {
         let mut failing = report("gpu", 3, 1, PoolPhase::Halted);
         failing.failed = vec![NodeFailure {
             node: "node-2".into(),
-            state: State::RolledBack,
+            state: crate::rollout::Failure::Agent(State::RolledBack),
             message: Some("healthz failed".into()),
         }];
         let state = SyncState {

@@ -35,7 +35,7 @@ use kubelet_gitops_core::protocol::{
 use serde::{Serialize, Serializer};
 
 use crate::model::NodeInfo;
-use crate::rollout::{NodeRolloutStatus, is_canary_labelled, node_status};
+use crate::rollout::{Failure, NodeRolloutStatus, is_canary_labelled, node_status};
 
 /// The version of the `-o json|yaml` structure; it changes only when a field changes
 /// meaning or goes away (new fields may be added).
@@ -186,6 +186,8 @@ pub enum NodeProgress {
     Failed,
     /// Assigned the target, not settled yet.
     InProgress,
+    /// Cordoned by the reconciler, its pods being evicted, before the target is assigned.
+    Draining,
     /// Busy with another config (the previous target).
     Busy,
     /// Not assigned the target yet.
@@ -197,6 +199,7 @@ impl NodeProgress {
         match self {
             NodeProgress::Failed => "failed",
             NodeProgress::InProgress => "in-progress",
+            NodeProgress::Draining => "draining",
             NodeProgress::Busy => "busy",
             NodeProgress::Waiting => "waiting",
         }
@@ -311,9 +314,21 @@ fn pool_status(
                 canary_only &= is_canary_labelled(&info);
                 continue;
             }
-            NodeRolloutStatus::Failed { .. } => {
+            NodeRolloutStatus::Failed { state, message } => {
                 counts.failed += 1;
+                if state == Failure::DrainTimeout {
+                    let mut l = line(n, NodeProgress::Failed);
+                    l.state = Some(state.to_string());
+                    l.message = message;
+                    not_done.push(l);
+                    continue;
+                }
                 NodeProgress::Failed
+            }
+            NodeRolloutStatus::Draining => {
+                counts.in_progress += 1;
+                canary_only &= is_canary_labelled(&info);
+                NodeProgress::Draining
             }
             NodeRolloutStatus::InProgress => {
                 counts.in_progress += 1;

@@ -72,6 +72,7 @@ pub fn pools(report: &Report, layout: &Layout) -> String {
         for n in p.not_done.iter().take(layout.max_nodes) {
             let status = match (n.progress, n.state.as_deref()) {
                 (NodeProgress::Waiting, _) => "waiting".to_string(),
+                (NodeProgress::Draining, _) => "draining".to_string(),
                 (_, Some(state)) => clean(state),
                 (NodeProgress::InProgress, None) => "assigned".to_string(),
                 (p, None) => p.as_str().to_string(),
@@ -81,6 +82,10 @@ pub fn pools(report: &Report, layout: &Layout) -> String {
                     Some(c) => format!("on {}", clean(c)),
                     None => String::new(),
                 },
+                (NodeProgress::Draining, _) => {
+                    "cordoned; its pods are being evicted before the pool's config is assigned"
+                        .to_string()
+                }
                 (NodeProgress::Busy, m) => format!(
                     "busy with {}{}",
                     clean(n.desired_config.as_deref().unwrap_or("-")),
