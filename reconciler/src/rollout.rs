@@ -89,6 +89,8 @@ pub(crate) mod testing;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod drain_tests;
+#[cfg(test)]
 mod timed_tests;
 pub mod wave;
 pub mod window;
