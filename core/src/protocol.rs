@@ -118,6 +118,13 @@ pub const SOURCE_SIGNING_KEY: &str = "kubelet-gitops.io/source-signing-key";
 /// With the two configs, [`crate::disruption::classify`] gives a change's class on a node.
 pub const DISRUPTION_CLASSES: &str = "kubelet-gitops.io/disruption-classes";
 
+/// ConfigMap annotation: the disruption class (`restart`, `restart-clear-state`, `drain`)
+/// of the change from the pool's previous config to this one, as the reconciler that
+/// published it saw the commits go by; absent when it did not know (the first commit it
+/// saw). A restarted reconciler reads it back, so that a rollout it resumes drains (or
+/// waits for its window) as the one it took over would have.
+pub const CHANGE_CLASS: &str = "kubelet-gitops.io/change-class";
+
 /// The key of the rendered config in the ConfigMap.
 pub const CONFIGMAP_KEY: &str = crate::hash::CONFIGMAP_KEY;
 

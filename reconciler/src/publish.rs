@@ -21,7 +21,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, PostParams};
 use kubelet_gitops_core::protocol::{
-    CONFIGMAP_KEY, DISRUPTION_CLASSES, MANAGED_BY, MANAGED_BY_LABEL, POOL_LABEL, SOURCE_COMMIT,
+    CHANGE_CLASS, CONFIGMAP_KEY, DISRUPTION_CLASSES, MANAGED_BY, MANAGED_BY_LABEL, POOL_LABEL, SOURCE_COMMIT,
     SOURCE_PATH, SOURCE_REPO, SOURCE_SIGNING_KEY,
 };
 
@@ -44,6 +44,8 @@ pub struct SourceInfo<'a> {
     pub commit: &'a str,
     /// The fingerprint of the key that signed the commit, when signatures are required.
     pub signing_key: Option<&'a str>,
+    /// The disruption class of the change from the pool's previous config, when known.
+    pub change_class: Option<kubelet_gitops_core::disruption::Class>,
 }
 
 /// The ConfigMap that publishes `pool` in `namespace`.
@@ -62,6 +64,9 @@ pub fn configmap(namespace: &str, pool: &RenderedPool, source: &SourceInfo<'_>) 
     }
     if !pool.disruption.is_empty() {
         annotations.insert(DISRUPTION_CLASSES.to_string(), pool.disruption.to_json());
+    }
+    if let Some(class) = source.change_class {
+        annotations.insert(CHANGE_CLASS.to_string(), class.as_str().to_string());
     }
     ConfigMap {
         metadata: ObjectMeta {
@@ -227,6 +232,7 @@ mod tests {
                 repo_url: "https://bot:s3cret@git.example.com/org/fleet.git",
                 commit: "0123abcd",
                 signing_key: None,
+                change_class: None,
             },
         );
         assert_eq!(cm.metadata.name.as_deref(), Some(p.configmap_name.as_str()));
@@ -264,6 +270,7 @@ mod tests {
                 repo_url: "https://git.example.com/org/fleet.git",
                 commit: "0123abcd",
                 signing_key: Some(key),
+                change_class: None,
             },
         );
         let ann = cm.metadata.annotations.unwrap();
@@ -289,6 +296,7 @@ mod tests {
                 repo_url: "https://git.example.com/org/fleet.git",
                 commit: "0123abcd",
                 signing_key: None,
+                change_class: None,
             },
         );
         let ann = cm.metadata.annotations.unwrap();

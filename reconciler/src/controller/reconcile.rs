@@ -18,7 +18,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::api::{Api, Patch, PatchParams};
 use kubelet_gitops_core::disruption::{Class, classify};
-use kubelet_gitops_core::protocol::{ConfigRef, SOURCE_COMMIT};
+use kubelet_gitops_core::protocol::{CHANGE_CLASS, ConfigRef, SOURCE_COMMIT};
 
 use super::observe::{ConfigMapStore, NodeCache, PendingWrites, published_configmap};
 use crate::api::{Call, RetryPolicy, retrying};
@@ -262,6 +262,7 @@ impl Reconciler {
                     repo_url: &self.repo_url,
                     commit: &desired.commit,
                     signing_key: desired.signer.as_ref().map(|s| s.fingerprint.as_str()),
+                    change_class: desired.classes.get(&pool.spec.name).copied(),
                 },
             );
             let call = Call {
@@ -322,6 +323,11 @@ impl Reconciler {
                 .map(|c| c.created.clone())
                 .filter(|c| !c.is_empty())
         };
+        let recorded = if desired.classes.len() < desired.rendered.pools.len() {
+            recorded_classes(configmaps)
+        } else {
+            HashMap::new()
+        };
         let targets: Vec<PoolTarget<'_>> = desired
             .rendered
             .pools
@@ -330,7 +336,13 @@ impl Reconciler {
                 spec: &p.spec,
                 target: ConfigRef::configmap(ns, &p.configmap_name),
                 target_created: created_of(&p.configmap_name),
-                class: desired.classes.get(&p.spec.name).copied(),
+                // Known from the commits this process saw go by, else from the
+                // ConfigMap's record of the reconciler that published it.
+                class: desired
+                    .classes
+                    .get(&p.spec.name)
+                    .copied()
+                    .or_else(|| recorded.get(p.configmap_name.as_str()).copied()),
                 wave_opened: None,
             })
             .collect();
@@ -675,6 +687,19 @@ impl Reconciler {
         }
         self.logged_overlaps = now;
     }
+}
+
+/// The change class each published ConfigMap records ([`CHANGE_CLASS`]), by name.
+fn recorded_classes(configmaps: &ConfigMapStore) -> HashMap<String, Class> {
+    configmaps
+        .state()
+        .iter()
+        .filter_map(|m| {
+            let name = m.metadata.name.clone()?;
+            let class = m.metadata.annotations.as_ref()?.get(CHANGE_CLASS)?.parse().ok()?;
+            Some((name, class))
+        })
+        .collect()
 }
 
 /// A cordon's patch for a node as read: conditional on its resourceVersion; when the

@@ -1110,7 +1110,11 @@ fn rbac_grants_exactly_the_documented_permissions() {
                 // docs/deploy.md and this list together.
                 assert_eq!(
                     cluster_role("kubelet-gitops-reconciler"),
-                    expected(&[("", "nodes", &["get", "list", "watch", "patch"], "")]),
+                    expected(&[
+                        ("", "nodes", &["get", "list", "watch", "patch"], ""),
+                        ("", "pods", &["list", "delete"], ""),
+                        ("", "pods/eviction", &["create"], ""),
+                    ]),
                     "{}",
                     r.dir
                 );
@@ -1858,7 +1862,36 @@ fn admission_cases() -> Vec<AdmissionCase> {
         by_reconciler(
             "the reconciler writes a condition",
             &add_own_condition,
-            Denied(vec!["spec or status"]),
+            Denied(vec!["nothing of its status"]),
+        ),
+        by_reconciler(
+            "the reconciler cordons a node it drains",
+            &|n| {
+                n["spec"]["unschedulable"] = Value::Bool(true);
+                set_annotations(&[
+                    (protocol::DRAIN, "kubelet-gitops/kubelet-gpu-9mbkccg2cc"),
+                    (protocol::DRAIN_SINCE, "2026-11-28T12:00:00Z"),
+                    (protocol::CORDONED, "true"),
+                ])(n);
+            },
+            Allowed,
+        ),
+        by_reconciler(
+            "the reconciler uncordons a node",
+            &|n| {
+                n["spec"]["unschedulable"] = Value::Bool(false);
+            },
+            Allowed,
+        ),
+        by_reconciler(
+            "the reconciler taints a Node",
+            &|n| n["spec"]["taints"] = serde_json::json!([{"key": "k", "effect": "NoSchedule"}]),
+            Denied(vec!["only spec.unschedulable"]),
+        ),
+        by_reconciler(
+            "the reconciler changes a Node's podCIDR",
+            &|n| n["spec"]["podCIDR"] = Value::from("10.9.0.0/24"),
+            Denied(vec!["only spec.unschedulable"]),
         ),
         reconciler(
             "the reconciler deletes a Node",
