@@ -60,7 +60,7 @@ use crate::webhook::{self, WebhookConfig};
 pub use crate::api::RetryPolicy;
 pub use crate::state::{AppliedCommit, RejectedCommit, Role, SyncState};
 pub use crate::status::{StatusBackendConfig, StatusConfig};
-pub use client::{client, user_agent};
+pub use client::{client, drain_client, user_agent};
 pub use config::{KubeSource, RunConfig};
 pub use error::RunError;
 pub use reconcile::ReconcileError;
@@ -118,13 +118,16 @@ impl RunningController {
 /// Connects, binds the admin port and starts the controller in the background.
 pub async fn start(config: RunConfig) -> Result<RunningController, RunError> {
     let client = client(&config.kube, &config.identity).await?;
-    start_with_client(config, client).await
+    let drain = drain_client(&config.kube, &config.identity).await?;
+    start_with_client(config, client, drain).await
 }
 
-/// [`start`] with a client built elsewhere.
+/// [`start`] with clients built elsewhere: `drain_client` is for a drain's evictions
+/// ([`drain_client`]).
 pub async fn start_with_client(
     mut config: RunConfig,
     client: kube::Client,
+    drain_client: kube::Client,
 ) -> Result<RunningController, RunError> {
     if config.status.review && !config.once {
         // The forge's pull-request heads are fetched with the branch.
@@ -179,6 +182,7 @@ pub async fn start_with_client(
     let controller = Controller {
         config,
         client,
+        drain_client,
         writer,
         metrics: metrics.clone(),
         sync: sync_tx,

@@ -21,8 +21,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, PostParams};
 use kubelet_gitops_core::protocol::{
-    CHANGE_CLASS, CONFIGMAP_KEY, DISRUPTION_CLASSES, MANAGED_BY, MANAGED_BY_LABEL, POOL_LABEL, SOURCE_COMMIT,
-    SOURCE_PATH, SOURCE_REPO, SOURCE_SIGNING_KEY,
+    CHANGE_CLASS, CONFIGMAP_KEY, DISRUPTION_CLASSES, MANAGED_BY, MANAGED_BY_LABEL, POOL_LABEL,
+    SOURCE_COMMIT, SOURCE_PATH, SOURCE_REPO, SOURCE_SIGNING_KEY,
 };
 
 use crate::render::RenderedPool;

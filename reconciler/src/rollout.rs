@@ -82,14 +82,14 @@
 //!   Paused when paused, else Progressing.
 
 pub mod drain;
+#[cfg(test)]
+mod drain_tests;
 mod node;
 mod patch;
 #[cfg(test)]
 pub(crate) mod testing;
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod drain_tests;
 #[cfg(test)]
 mod timed_tests;
 pub mod wave;
@@ -102,8 +102,8 @@ use std::sync::Arc;
 use jiff::{SignedDuration, Timestamp};
 use kubelet_gitops_core::disruption::Class;
 use kubelet_gitops_core::protocol::{
-    CORDONED, ConfigRef, DESIRED_CONFIG, DRAIN, DRAIN_BLOCKED, DRAIN_SINCE, HEALTH_TIMEOUT, LKG_GRACE,
-    POOL,
+    CORDONED, ConfigRef, DESIRED_CONFIG, DRAIN, DRAIN_BLOCKED, DRAIN_SINCE, HEALTH_TIMEOUT,
+    LKG_GRACE, POOL,
 };
 
 use crate::model::{self, NodeInfo, Overlap, PoolSpec};
@@ -361,7 +361,13 @@ pub fn plan_rollout(
             push_action(&mut actions, node, None, NodeChange::Unassign, reason);
         }
         if let Some(release) = leave_release(node) {
-            push_action(&mut actions, node, None, release, "left every pool while drained");
+            push_action(
+                &mut actions,
+                node,
+                None,
+                release,
+                "left every pool while drained",
+            );
         }
     }
 
@@ -383,10 +389,18 @@ pub(crate) fn leave_reason(namespace: &str, node: &NodeInfo) -> Option<&'static 
             }
             _ => None,
         },
-        None => [HEALTH_TIMEOUT, LKG_GRACE, POOL, DRAIN, DRAIN_SINCE, CORDONED, DRAIN_BLOCKED]
-            .iter()
-            .any(|k| node.annotations.contains_key(k))
-            .then_some("stale annotations"),
+        None => [
+            HEALTH_TIMEOUT,
+            LKG_GRACE,
+            POOL,
+            DRAIN,
+            DRAIN_SINCE,
+            CORDONED,
+            DRAIN_BLOCKED,
+        ]
+        .iter()
+        .any(|k| node.annotations.contains_key(k))
+        .then_some("stale annotations"),
     }
 }
 
@@ -487,9 +501,7 @@ fn plan_pool_steps(
                 state: *state,
                 message: message.clone(),
             }),
-            NodeRolloutStatus::InProgress | NodeRolloutStatus::Draining => {
-                report.in_progress += 1
-            }
+            NodeRolloutStatus::InProgress | NodeRolloutStatus::Draining => report.in_progress += 1,
             NodeRolloutStatus::Busy { .. } | NodeRolloutStatus::Waiting => report.waiting += 1,
         }
         if status.is_busy() {
@@ -641,9 +653,10 @@ fn plan_pool_steps(
             let node = nodes[i];
             let name: Arc<str> = Arc::from(node.name.as_str());
             let (change, reason) = match mode {
-                drain::DrainMode::Never => {
-                    (assign_change.clone(), if canary { "canary" } else { "rollout" })
-                }
+                drain::DrainMode::Never => (
+                    assign_change.clone(),
+                    if canary { "canary" } else { "rollout" },
+                ),
                 drain::DrainMode::Auto => (
                     NodeChange::Cordon {
                         drain: drain_target.clone(),
@@ -697,7 +710,10 @@ fn plan_pool_steps(
         } else {
             canary_count
         };
-        let chosen: Vec<usize> = (0..eligible).filter(|&i| to_assign(i)).take(slots).collect();
+        let chosen: Vec<usize> = (0..eligible)
+            .filter(|&i| to_assign(i))
+            .take(slots)
+            .collect();
         start(&chosen, &mut report, actions);
         return report;
     };
@@ -831,7 +847,9 @@ fn continue_drain(
                 .unwrap_or_default()
         ));
     } else {
-        report.draining.push(format!("{}: cordoned, evicting", node.name));
+        report
+            .draining
+            .push(format!("{}: cordoned, evicting", node.name));
     }
     let retry = now
         .checked_add(SignedDuration::try_from(drain::DRAIN_RETRY).unwrap_or(SignedDuration::MAX))

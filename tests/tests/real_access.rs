@@ -379,8 +379,11 @@ fn agent_rbac() -> Vec<Ask> {
         // Not the whole kubelet API (exec, logs, port-forward on every node).
         no("get nodes --subresource=proxy"),
         no("create nodes --subresource=proxy"),
-        // Pods: list only; no exec, no reads of one pod.
+        // Pods: list only; no exec, no reads of one pod, no evictions: only the
+        // reconciler drains.
         no("get pods -n default"),
+        no("create pods --subresource=eviction -n default"),
+        no("delete pods -n default"),
         no("create pods --subresource=exec -n default"),
         // No Secrets anywhere.
         no(format!("get secrets {ns}")),
@@ -409,8 +412,18 @@ fn reconciler_rbac() -> Vec<Ask> {
         yes("get nodes"),
         yes("list nodes"),
         yes("watch nodes"),
-        // controller/reconcile.rs: its annotations (merge patch of the metadata).
+        // controller/reconcile.rs: its annotations (merge patch of the metadata), and
+        // the cordon of a drain (spec.unschedulable, in the same patch).
         yes("patch nodes"),
+        // controller/drain.rs: a drained node's pods, listed, evicted (or deleted, for
+        // drainForce); never read one by one, never created or exec'd into.
+        yes("list pods --all-namespaces"),
+        yes("create pods --subresource=eviction -n default"),
+        yes("delete pods -n default"),
+        no("get pods -n default"),
+        no("create pods -n default"),
+        no("create pods --subresource=exec -n default"),
+        no("patch pods -n default"),
         // publish.rs and observe.rs: immutable ConfigMaps, created, watched, collected.
         yes(format!("create configmaps {ns}")),
         yes(format!("get configmaps {ns}")),
@@ -435,10 +448,9 @@ fn reconciler_rbac() -> Vec<Ask> {
         no(format!("patch configmaps {ns}")),
         no("create configmaps -n default"),
         no("list configmaps -n kube-system"),
-        // No Secrets, Pods or Events.
+        // No Secrets or Events.
         no(format!("get secrets {ns}")),
         no("list secrets --all-namespaces"),
-        no("list pods --all-namespaces"),
         no("create events -n default"),
         // Only its own Lease, never deleted.
         no(format!("get {lease}/other {ns}")),
@@ -1101,11 +1113,31 @@ async fn reconciler_admission(
             Write::Merge(label_patch()),
             denied("labels")?,
         ),
+        // A drain's cordon (controller/reconcile.rs: the annotations and the flag in one
+        // patch), then its uncordon; the Node is left as it was.
         case(
-            "spec.unschedulable",
+            "a drain's cordon",
+            "node-b",
+            Write::MergeMetadata(json!({
+                "metadata": {"annotations": {
+                    protocol::DRAIN: value(protocol::DRAIN),
+                    protocol::CORDONED: value(protocol::CORDONED),
+                }},
+                "spec": {"unschedulable": true},
+            })),
+            Expect::Allowed,
+        ),
+        case(
+            "a drain's uncordon",
+            "node-b",
+            Write::MergeMetadata(json!({"spec": {"unschedulable": null}})),
+            Expect::Allowed,
+        ),
+        case(
+            "a taint",
             "node-a",
-            Write::Merge(cordon_patch()),
-            denied("spec or status")?,
+            Write::Merge(json!({"spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]}})),
+            denied("only spec.unschedulable")?,
         ),
         case(
             "the agent's condition",

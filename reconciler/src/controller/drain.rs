@@ -125,7 +125,8 @@ pub(crate) async fn run(client: &kube::Client, metrics: &Metrics, task: &DrainTa
     for pod in leaving {
         let name = pod_name(pod);
         if pod.metadata.deletion_timestamp.is_some() {
-            seen.blocker.get_or_insert_with(|| format!("pod {name} is terminating"));
+            seen.blocker
+                .get_or_insert_with(|| format!("pod {name} is terminating"));
             continue;
         }
         let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
@@ -133,7 +134,10 @@ pub(crate) async fn run(client: &kube::Client, metrics: &Metrics, task: &DrainTa
         let pod_short = pod.metadata.name.as_deref().unwrap_or_default();
         let result = match task.work {
             DrainWork::Check => continue,
-            DrainWork::Evict => api.evict(pod_short, &EvictParams::default()).await.map(|_| ()),
+            DrainWork::Evict => api
+                .evict(pod_short, &EvictParams::default())
+                .await
+                .map(|_| ()),
             DrainWork::Force => api
                 .delete(pod_short, &DeleteParams::default())
                 .await
@@ -183,18 +187,30 @@ mod tests {
     #[test]
     fn daemonset_mirror_and_finished_pods_stay_the_rest_leave() {
         let plain = pod(json!({"metadata": {"name": "a", "namespace": "n"}}));
-        let replica = pod(json!({"metadata": {"name": "b", "namespace": "n", "ownerReferences": [
-            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "r", "uid": "1", "controller": true}]}}));
-        let daemon = pod(json!({"metadata": {"name": "c", "namespace": "n", "ownerReferences": [
-            {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "2", "controller": true}]}}));
+        let replica = pod(
+            json!({"metadata": {"name": "b", "namespace": "n", "ownerReferences": [
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "r", "uid": "1", "controller": true}]}}),
+        );
+        let daemon = pod(
+            json!({"metadata": {"name": "c", "namespace": "n", "ownerReferences": [
+            {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "2", "controller": true}]}}),
+        );
         // Owned by a DaemonSet but not as its controller: it leaves.
-        let not_controlled = pod(json!({"metadata": {"name": "d", "namespace": "n", "ownerReferences": [
-            {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "2"}]}}));
+        let not_controlled = pod(
+            json!({"metadata": {"name": "d", "namespace": "n", "ownerReferences": [
+            {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "2"}]}}),
+        );
         let mirror = pod(json!({"metadata": {"name": "e", "namespace": "kube-system",
             "annotations": {"kubernetes.io/config.mirror": "abc"}}}));
-        let done = pod(json!({"metadata": {"name": "f", "namespace": "n"}, "status": {"phase": "Succeeded"}}));
-        let failed = pod(json!({"metadata": {"name": "g", "namespace": "n"}, "status": {"phase": "Failed"}}));
-        let running = pod(json!({"metadata": {"name": "h", "namespace": "n"}, "status": {"phase": "Running"}}));
+        let done = pod(
+            json!({"metadata": {"name": "f", "namespace": "n"}, "status": {"phase": "Succeeded"}}),
+        );
+        let failed = pod(
+            json!({"metadata": {"name": "g", "namespace": "n"}, "status": {"phase": "Failed"}}),
+        );
+        let running = pod(
+            json!({"metadata": {"name": "h", "namespace": "n"}, "status": {"phase": "Running"}}),
+        );
         assert!(must_leave(&plain));
         assert!(must_leave(&replica));
         assert!(!must_leave(&daemon));

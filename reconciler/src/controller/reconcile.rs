@@ -154,6 +154,8 @@ pub(crate) struct Outcome {
 /// The effects side of the loop: owns the caches' overlay of its own writes.
 pub(crate) struct Reconciler {
     client: kube::Client,
+    /// For evictions: without kube's retries ([`super::client::drain_client`]).
+    drain_client: kube::Client,
     metrics: Arc<Metrics>,
     retry: RetryPolicy,
     /// Node writes in flight at once.
@@ -185,6 +187,7 @@ impl Reconciler {
 
     pub(crate) fn new(
         client: kube::Client,
+        drain_client: kube::Client,
         metrics: Arc<Metrics>,
         retry: RetryPolicy,
         concurrency: usize,
@@ -193,6 +196,7 @@ impl Reconciler {
     ) -> Reconciler {
         Reconciler {
             client,
+            drain_client,
             metrics,
             retry,
             concurrency: concurrency.max(1),
@@ -495,8 +499,11 @@ impl Reconciler {
         let work: Vec<_> = tasks
             .into_iter()
             .map(|task| {
-                let (client, metrics, task) =
-                    (self.client.clone(), self.metrics.clone(), task.clone());
+                let (client, metrics, task) = (
+                    self.drain_client.clone(),
+                    self.metrics.clone(),
+                    task.clone(),
+                );
                 async move {
                     if !may_write() {
                         return None;
@@ -696,7 +703,13 @@ fn recorded_classes(configmaps: &ConfigMapStore) -> HashMap<String, Class> {
         .iter()
         .filter_map(|m| {
             let name = m.metadata.name.clone()?;
-            let class = m.metadata.annotations.as_ref()?.get(CHANGE_CLASS)?.parse().ok()?;
+            let class = m
+                .metadata
+                .annotations
+                .as_ref()?
+                .get(CHANGE_CLASS)?
+                .parse()
+                .ok()?;
             Some((name, class))
         })
         .collect()
@@ -739,7 +752,9 @@ fn describe(action: &NodeAction) -> String {
         crate::rollout::NodeChange::Assign { desired, .. } => desired.to_string(),
         crate::rollout::NodeChange::Unassign => "local (unassigned)".to_string(),
         crate::rollout::NodeChange::Cordon { drain, .. } => format!("cordon, drain for {drain}"),
-        crate::rollout::NodeChange::Release { uncordon: true } => "uncordon, drain over".to_string(),
+        crate::rollout::NodeChange::Release { uncordon: true } => {
+            "uncordon, drain over".to_string()
+        }
         crate::rollout::NodeChange::Release { uncordon: false } => {
             "drain over (cordoned by someone else: left cordoned)".to_string()
         }

@@ -41,6 +41,8 @@ impl WriteGate {
 pub(super) struct Controller {
     pub(super) config: RunConfig,
     pub(super) client: kube::Client,
+    /// For a drain's evictions: no retries inside a request.
+    pub(super) drain_client: kube::Client,
     /// Where commit statuses and review go (`None`: nowhere).
     pub(super) writer: Option<Arc<StatusWriter>>,
     pub(super) metrics: Arc<Metrics>,
@@ -327,6 +329,7 @@ impl Controller {
     fn reconciler(&self, nodes: &NodeCache) -> Reconciler {
         Reconciler::new(
             self.client.clone(),
+            self.drain_client.clone(),
             self.metrics.clone(),
             self.config.retry,
             self.config.write_concurrency,

@@ -179,7 +179,9 @@ impl Demo {
                     && gpu.failed.len() == 1
                     && gpu.failed[0].node == rb_canary
                     && gpu.failed[0].state
-                        == crate::rollout::Failure::Agent(kubelet_gitops_core::protocol::State::RolledBack);
+                        == crate::rollout::Failure::Agent(
+                            kubelet_gitops_core::protocol::State::RolledBack,
+                        );
                 let node = nodes.iter().find(|n| n.name == rb_canary)?;
                 let back = node.current.as_deref() == Some(rb_good.as_str())
                     && node

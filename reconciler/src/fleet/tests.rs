@@ -455,7 +455,7 @@ fn incremental_planning_equals_planning_from_scratch() {
                             &targets(&specs, &names),
                             &snapshot,
                             jiff::Timestamp::UNIX_EPOCH,
-            &Default::default()
+                            &Default::default()
                         ),
                         "seed {seed} step {step}"
                     );

@@ -149,7 +149,10 @@ fn a_node_is_cordoned_emptied_assigned_and_uncordoned_in_that_order() {
     let patch = p.actions[0].patch();
     assert_eq!(patch["spec"]["unschedulable"], serde_json::Value::Null);
     for key in [DRAIN, DRAIN_SINCE, CORDONED, DRAIN_BLOCKED] {
-        assert_eq!(patch["metadata"]["annotations"][key], serde_json::Value::Null);
+        assert_eq!(
+            patch["metadata"]["annotations"][key],
+            serde_json::Value::Null
+        );
     }
     apply_plan(&mut ns, &p);
     assert!(ns[0].annotations.get(DRAIN).is_none());
@@ -193,7 +196,11 @@ fn a_drain_past_its_timeout_gives_up_uncordons_and_halts_the_pool() {
     let timeout = Drain::default().timeout.as_secs() as i64;
     let p = plan_rollout(NS, &pools, &ns, at(timeout - 1), &blocked);
     assert!(p.actions.is_empty(), "still inside drainTimeout");
-    assert_eq!(p.pools[0].wake_at, Some(at(timeout)), "woken at the deadline");
+    assert_eq!(
+        p.pools[0].wake_at,
+        Some(at(timeout)),
+        "woken at the deadline"
+    );
 
     let p = plan_rollout(NS, &pools, &ns, at(timeout), &blocked);
     assert_eq!(changes(&p), pairs(&[("n1", "give-up")]));
@@ -281,8 +288,14 @@ fn an_agent_failure_uncordons_and_halts() {
     let p = plan_rollout(NS, &pools, &ns, at(1), &seen(&[("n1", 0)]));
     apply_plan(&mut ns, &p);
     let a = &mut ns[0].annotations;
-    a.insert(kubelet_gitops_core::protocol::OBSERVED_CONFIG, format!("{NS}/{NEW}").as_str());
-    a.insert(kubelet_gitops_core::protocol::STATE, State::RolledBack.as_str());
+    a.insert(
+        kubelet_gitops_core::protocol::OBSERVED_CONFIG,
+        format!("{NS}/{NEW}").as_str(),
+    );
+    a.insert(
+        kubelet_gitops_core::protocol::STATE,
+        State::RolledBack.as_str(),
+    );
     let p = plan_rollout(NS, &pools, &ns, at(2), &DrainObservations::new());
     assert_eq!(p.pools[0].phase, PoolPhase::Halted);
     assert_eq!(
@@ -341,11 +354,7 @@ fn only_a_known_drain_class_drains_and_never_assigns_at_once() {
             at(0),
             &DrainObservations::new(),
         );
-        assert_eq!(
-            changes(&p),
-            pairs(&[("n1", expect)]),
-            "{class:?} {mode:?}"
-        );
+        assert_eq!(changes(&p), pairs(&[("n1", expect)]), "{class:?} {mode:?}");
     }
 }
 

@@ -29,7 +29,10 @@ pub enum NodeChange {
     /// Begin a drain for `drain`: cordon (`spec.unschedulable: true`) and record it, in one
     /// write. The controller leaves the cordon (and [`CORDONED`]) out when a person had
     /// cordoned the node already.
-    Cordon { drain: Arc<ConfigRef>, since: Timestamp },
+    Cordon {
+        drain: Arc<ConfigRef>,
+        since: Timestamp,
+    },
     /// End a drain: the drain annotations go, and `spec.unschedulable` too when `uncordon`
     /// (the reconciler had set it).
     Release { uncordon: bool },
@@ -51,7 +54,10 @@ impl NodeChange {
 }
 
 /// The value each reconciler annotation takes after `change` (`None`: removed).
-fn annotation_values(pool: Option<&str>, change: &NodeChange) -> Vec<(&'static str, Option<String>)> {
+fn annotation_values(
+    pool: Option<&str>,
+    change: &NodeChange,
+) -> Vec<(&'static str, Option<String>)> {
     match change {
         NodeChange::Assign {
             desired,
@@ -79,7 +85,10 @@ fn annotation_values(pool: Option<&str>, change: &NodeChange) -> Vec<(&'static s
         .into(),
         NodeChange::Cordon { drain, since } => [
             (DRAIN, Some(drain.to_string())),
-            (DRAIN_SINCE, Some(since.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())),
+            (
+                DRAIN_SINCE,
+                Some(since.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()),
+            ),
             (CORDONED, Some("true".to_string())),
             (DRAIN_BLOCKED, None),
         ]
@@ -91,11 +100,9 @@ fn annotation_values(pool: Option<&str>, change: &NodeChange) -> Vec<(&'static s
             (DRAIN_BLOCKED, None),
         ]
         .into(),
-        NodeChange::GiveUp { message, .. } => [
-            (CORDONED, None),
-            (DRAIN_BLOCKED, Some(message.clone())),
-        ]
-        .into(),
+        NodeChange::GiveUp { message, .. } => {
+            [(CORDONED, None), (DRAIN_BLOCKED, Some(message.clone()))].into()
+        }
     }
 }
 
@@ -115,7 +122,11 @@ pub fn annotation_patch(pool: Option<&str>, change: &NodeChange) -> Value {
     let mut root = Map::new();
     root.insert("metadata".to_string(), Value::Object(metadata));
     if let Some(cordon) = change.unschedulable() {
-        let value = if cordon { Value::Bool(true) } else { Value::Null };
+        let value = if cordon {
+            Value::Bool(true)
+        } else {
+            Value::Null
+        };
         root.insert(
             "spec".to_string(),
             Value::Object(Map::from_iter([("unschedulable".to_string(), value)])),

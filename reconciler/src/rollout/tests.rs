@@ -23,7 +23,13 @@ fn target<'a>(spec: &'a PoolSpec, name: &str) -> PoolTarget<'a> {
 }
 
 fn plan(pools: &[PoolTarget<'_>], nodes: &[NodeInfo]) -> RolloutPlan {
-    plan_rollout(NS, pools, nodes, jiff::Timestamp::UNIX_EPOCH, &Default::default())
+    plan_rollout(
+        NS,
+        pools,
+        nodes,
+        jiff::Timestamp::UNIX_EPOCH,
+        &Default::default(),
+    )
 }
 
 /// `(node, reason)` of every action.

@@ -106,17 +106,35 @@ fn only_drain_changes_wait_unless_the_windows_apply_to_all() {
         .maintenance(tuesday_window(AppliesTo::Drain))
         .build();
     for class in [Class::Restart, Class::RestartClearState] {
-        let p = plan_rollout(NS, &[target(&drain_only, Some(class))], &nodes, monday, &Default::default());
+        let p = plan_rollout(
+            NS,
+            &[target(&drain_only, Some(class))],
+            &nodes,
+            monday,
+            &Default::default(),
+        );
         assert_eq!(assigned(&p), ["n1"], "{class} flows at any time");
         assert_eq!(p.pools[0].hold, None);
     }
     // Unknown (the reconciler has just started): taken as drain.
-    let p = plan_rollout(NS, &[target(&drain_only, None)], &nodes, monday, &Default::default());
+    let p = plan_rollout(
+        NS,
+        &[target(&drain_only, None)],
+        &nodes,
+        monday,
+        &Default::default(),
+    );
     assert!(p.actions.is_empty());
     let all = pool("gpu")
         .maintenance(tuesday_window(AppliesTo::All))
         .build();
-    let p = plan_rollout(NS, &[target(&all, Some(Class::Restart))], &nodes, monday, &Default::default());
+    let p = plan_rollout(
+        NS,
+        &[target(&all, Some(Class::Restart))],
+        &nodes,
+        monday,
+        &Default::default(),
+    );
     assert!(
         p.actions.is_empty(),
         "appliesTo: all holds a restart change"
@@ -135,7 +153,13 @@ fn a_window_closing_interrupts_no_node_and_a_complete_pool_waits_for_nothing() {
         .build();
     let pools = [target(&spec, Some(Class::Drain))];
     let mut nodes = gpu_nodes(&[("n1", None), ("n2", None), ("n3", None)]);
-    let p = plan_rollout(NS, &pools, &nodes, at("2026-12-01T03:59:00Z"), &Default::default());
+    let p = plan_rollout(
+        NS,
+        &pools,
+        &nodes,
+        at("2026-12-01T03:59:00Z"),
+        &Default::default(),
+    );
     assert_eq!(assigned(&p), ["n1", "n2"]);
     apply_plan(&mut nodes, &p);
     // The window closes: n1 and n2 go on (no action touches them), n3 waits.
@@ -159,7 +183,7 @@ fn a_window_closing_interrupts_no_node_and_a_complete_pool_waits_for_nothing() {
                 &pools,
                 std::slice::from_ref(&n),
                 at("2026-12-01T02:00:00Z"),
-            &Default::default(),
+                &Default::default(),
             );
             apply_plan(std::slice::from_mut(&mut n), &p);
             while agent_step(&mut n) {}
@@ -186,7 +210,7 @@ fn a_window_list_that_never_opens_holds_forever_and_says_so() {
         &[target(&spec, None)],
         &nodes,
         at("2026-11-30T12:00:00Z"),
-    &Default::default(),
+        &Default::default(),
     );
     assert!(p.actions.is_empty());
     assert_eq!(p.pools[0].hold, Some(Hold::Window { next: None }));
@@ -304,7 +328,7 @@ fn max_unavailable_is_a_share_of_the_wave_and_the_report_names_it() {
         &[target(&spec, None)],
         &nodes,
         at("2026-12-01T00:00:00Z"),
-    &Default::default(),
+        &Default::default(),
     );
     assert_eq!(assigned(&p), ["a1", "a2"], "50% of wave a's 4 nodes");
     let r = &p.pools[0];
@@ -327,14 +351,20 @@ fn all_nodes_unlabelled_make_one_wave_and_an_empty_pool_has_none() {
         &[target(&spec, None)],
         &nodes,
         at("2026-12-01T00:00:00Z"),
-    &Default::default(),
+        &Default::default(),
     );
     assert_eq!(assigned(&p), ["n1", "n2"]);
     assert_eq!(
         p.pools[0].wave.as_ref().unwrap().to_string(),
         "wave 1/1 topology.kubernetes.io/zone=(unlabelled)"
     );
-    let p = plan_rollout(NS, &[target(&spec, None)], &[], at("2026-12-01T00:00:00Z"), &Default::default());
+    let p = plan_rollout(
+        NS,
+        &[target(&spec, None)],
+        &[],
+        at("2026-12-01T00:00:00Z"),
+        &Default::default(),
+    );
     assert_eq!(p.pools[0].phase, PoolPhase::Empty);
     assert!(p.pools[0].wave.is_none());
 }
@@ -416,7 +446,13 @@ fn a_canary_in_a_later_zone_counts_as_done_in_its_wave_and_a_window_gates_waves_
         .done_on("gpu", &format!("{NS}/{NEW}"))
         .build();
     let inside = at("2026-12-01T02:30:00Z");
-    let p = plan_rollout(NS, &[target(&spec, None)], &nodes, inside, &Default::default());
+    let p = plan_rollout(
+        NS,
+        &[target(&spec, None)],
+        &nodes,
+        inside,
+        &Default::default(),
+    );
     assert_eq!(assigned(&p), ["n2"]);
     assert_eq!(p.pools[0].wave.as_ref().unwrap().value, "a");
     apply_plan(&mut nodes, &p);
@@ -424,7 +460,13 @@ fn a_canary_in_a_later_zone_counts_as_done_in_its_wave_and_a_window_gates_waves_
         while agent_step(n) {}
     }
     // Wave z has only the canary, Done: the pool is complete.
-    let p = plan_rollout(NS, &[target(&spec, None)], &nodes, inside, &Default::default());
+    let p = plan_rollout(
+        NS,
+        &[target(&spec, None)],
+        &nodes,
+        inside,
+        &Default::default(),
+    );
     assert_eq!(p.pools[0].phase, PoolPhase::Complete);
     // Outside the window the wave waits like everything else.
     let nodes = gpu_nodes(&[("c1", Some("z")), ("n2", Some("a"))]);
@@ -433,7 +475,7 @@ fn a_canary_in_a_later_zone_counts_as_done_in_its_wave_and_a_window_gates_waves_
         &[target(&spec, None)],
         &nodes,
         at("2026-12-01T05:00:00Z"),
-    &Default::default(),
+        &Default::default(),
     );
     assert!(p.actions.is_empty());
     assert_eq!(

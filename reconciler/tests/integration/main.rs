@@ -10,6 +10,7 @@ mod cli;
 #[cfg(feature = "demo")]
 mod demo;
 mod deploy_manifests;
+mod drain_sim;
 mod escape;
 mod examples_repo;
 mod git;

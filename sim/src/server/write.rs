@@ -231,8 +231,16 @@ fn decode_eviction(headers: &HeaderMap, bytes: &[u8]) -> Result<Value, ApiError>
             "the object provided is unrecognized (must be of type Eviction): {e}"
         ))
     })?;
-    let kind = body.get("kind").and_then(Value::as_str).unwrap_or("");
-    let api_version = body.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    // Upstream decodes the body with the subresource's kind as the default: a body
+    // without apiVersion and kind (kube-rs sends one) is an Eviction.
+    let kind = body
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or("Eviction");
+    let api_version = body
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("policy/v1");
     if !body.is_object()
         || kind != "Eviction"
         || !matches!(api_version, "policy/v1" | "policy/v1beta1")
