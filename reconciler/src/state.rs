@@ -141,6 +141,9 @@ pub struct PoolDetail<'a> {
     /// The current wave of a pool with waves: `wave 2/3 topology.kubernetes.io/zone=b`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wave: Option<String>,
+    /// Nodes being drained: `node: 2 pod(s) left; <why one did not go>`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub draining: Vec<String>,
 }
 
 impl SyncState {
@@ -183,6 +186,7 @@ impl SyncState {
                         .collect(),
                     waiting_for: p.hold.as_ref().map(ToString::to_string),
                     wave: p.wave.as_ref().map(ToString::to_string),
+                    draining: p.draining.clone(),
                 })
                 .collect(),
         }

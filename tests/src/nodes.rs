@@ -33,6 +33,10 @@ pub struct NodeView {
     pub ready: Option<String>,
     /// The Node was deleted (a watch `DELETED` event).
     pub deleted: bool,
+    /// `spec.unschedulable` (cordoned).
+    pub unschedulable: bool,
+    /// `kubelet-gitops.io/drain` (the reconciler drains it for that config).
+    pub drain: Option<String>,
 }
 
 impl NodeView {
@@ -62,6 +66,12 @@ impl NodeView {
             message: ann(protocol::MESSAGE),
             ready,
             deleted: false,
+            unschedulable: node
+                .spec
+                .as_ref()
+                .and_then(|s| s.unschedulable)
+                .unwrap_or(false),
+            drain: ann(protocol::DRAIN),
         }
     }
 
@@ -210,6 +220,8 @@ mod tests {
             message: None,
             ready: Some("True".into()),
             deleted: false,
+            unschedulable: false,
+            drain: None,
         }
     }
 

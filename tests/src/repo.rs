@@ -83,6 +83,8 @@ pub struct Pool {
     pub rollout: Vec<String>,
     /// Extra `spec.kubelet` lines (`cgroupRoot: /blocked`), each without indentation.
     pub kubelet: Vec<String>,
+    /// `spec.disruption.classes` (field to class: `kubeAPIQPS: drain`).
+    pub classes: Vec<(String, String)>,
 }
 
 impl Pool {
@@ -94,6 +96,7 @@ impl Pool {
             qps,
             rollout: Vec::new(),
             kubelet: Vec::new(),
+            classes: Vec::new(),
         }
     }
 
@@ -127,6 +130,12 @@ spec:
         s.push_str(&format!("  kubelet:\n    kubeAPIQPS: {}\n", self.qps));
         for l in &self.kubelet {
             s.push_str(&format!("    {l}\n"));
+        }
+        if !self.classes.is_empty() {
+            s.push_str("  disruption:\n    classes:\n");
+            for (field, class) in &self.classes {
+                s.push_str(&format!("      {field}: {class}\n"));
+            }
         }
         s
     }

@@ -352,6 +352,7 @@ fn pool_section(out: &mut String, plan: &Plan, p: &PoolPlan) {
         let _ = writeln!(out, "{}\n", rollout_line(plan, p, r));
         waves_section(out, plan, p, r);
         windows_section(out, p, r);
+        drain_section(out, p, r);
     }
 
     if !p.moves.is_empty() {
@@ -465,6 +466,48 @@ fn windows_section(out: &mut String, p: &PoolPlan, r: &Rollout) {
         let _ = writeln!(out, "- {}", code(&w.to_string()));
     }
     out.push('\n');
+}
+
+/// For a `drain`-class change: how its nodes are emptied first (`rollout.drain`).
+fn drain_section(out: &mut String, p: &PoolPlan, r: &Rollout) {
+    use crate::rollout::drain::DrainMode;
+    let drain_class = p.class.as_ref().is_some_and(|c| c.class == Class::Drain);
+    if !drain_class {
+        return;
+    }
+    if p.change == PoolChange::Added {
+        let _ = writeln!(
+            out,
+            "Drain: none: the nodes' previous config is not known for an added pool, so the \
+             reconciler applies without a drain (drain them by hand first if they run pods \
+             that must not see the change).\n"
+        );
+        return;
+    }
+    let d = &r.drain;
+    let timeout = humantime::format_duration(d.timeout);
+    let line = match d.mode {
+        DrainMode::Auto => format!(
+            "Drain: **each node is drained first** (`drain: auto`): cordoned, its pods \
+             evicted through the Eviction API (PodDisruptionBudgets respected; DaemonSet, \
+             mirror and finished pods stay), the config applied once it is empty, and the \
+             node uncordoned when the agent reports; a drain still blocked after \
+             `drainTimeout` {timeout} {}.",
+            if d.force {
+                "deletes the pods left (`drainForce: true`)"
+            } else {
+                "gives up: the node is uncordoned and the pool halts"
+            }
+        ),
+        DrainMode::Manual => "Drain: **by a person** (`drain: manual`): each node waits until \
+             it is cordoned and its pods are gone (`kubectl drain NODE --ignore-daemonsets \
+             --delete-emptydir-data`), then takes the config; uncordoning is yours."
+            .to_string(),
+        DrainMode::Never => "Drain: **none** (`drain: never`): the change is applied with the \
+             pods running although its class is `drain`."
+            .to_string(),
+    };
+    let _ = writeln!(out, "{line}\n");
 }
 
 /// How the pool's nodes will take the change: paused, or canary then batches.

@@ -827,6 +827,11 @@ fn the_plan_shows_a_pools_waves_and_windows_and_whether_the_change_waits() {
     );
     assert!(md.contains("- `Tue 02:00 Europe/Berlin for 2h`"), "{md}");
 
+    assert!(
+        !md.contains("Drain:"),
+        "a restart-class change drains nothing: {md}"
+    );
+
     let drain = repo(&[("pools/gpu.yaml", with_rollout("topologyManagerScope: pod"))]);
     let md = to_markdown(&plan(Some(&base), &drain, &nodes));
     assert!(
@@ -834,5 +839,59 @@ fn the_plan_shows_a_pools_waves_and_windows_and_whether_the_change_waits() {
             "Maintenance windows: **this change waits for a window** (its class is `drain`):"
         ),
         "{md}"
+    );
+    assert!(
+        md.contains(
+            "Drain: **each node is drained first** (`drain: auto`): cordoned, its pods evicted \
+             through the Eviction API (PodDisruptionBudgets respected; DaemonSet, mirror and \
+             finished pods stay), the config applied once it is empty, and the node uncordoned \
+             when the agent reports; a drain still blocked after `drainTimeout` 30m gives up: \
+             the node is uncordoned and the pool halts."
+        ),
+        "{md}"
+    );
+    // The pool's own drain settings.
+    let manual = repo(&[(
+        "pools/gpu.yaml",
+        with_rollout("topologyManagerScope: pod")
+            .replace("  rollout:\n", "  rollout:\n    drain: manual\n"),
+    )]);
+    let md = to_markdown(&plan(Some(&base), &manual, &nodes));
+    assert!(
+        md.contains("Drain: **by a person** (`drain: manual`)"),
+        "{md}"
+    );
+    let forced = repo(&[(
+        "pools/gpu.yaml",
+        with_rollout("topologyManagerScope: pod").replace(
+            "  rollout:\n",
+            "  rollout:\n    drainTimeout: 1h\n    drainForce: true\n",
+        ),
+    )]);
+    let md = to_markdown(&plan(Some(&base), &forced, &nodes));
+    assert!(
+        md.contains("after `drainTimeout` 1h deletes the pods left (`drainForce: true`)."),
+        "{md}"
+    );
+}
+
+#[test]
+fn drain_settings_are_checked_at_their_line() {
+    let bad = "  rollout:\n    drain: sometimes\n    drainTimeout: soon\n";
+    let mut f = pool_file("gpu", GPU_SEL, 0, "");
+    f.push_str(bad);
+    f.push_str("  kubelet:\n    maxPods: 100\n");
+    let src = MemorySource::new([("pools/gpu.yaml".to_string(), f.into_bytes())]);
+    let errors = render_repo(&src, &RenderOptions::default()).expect_err("invalid drain settings");
+    let text: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    assert!(
+        text.iter().any(|e| e.starts_with("pools/gpu.yaml:")
+            && e.contains("spec.rollout.drain: invalid value \"sometimes\": expected `auto`")),
+        "{text:?}"
+    );
+    assert!(
+        text.iter()
+            .any(|e| e.contains("spec.rollout.drainTimeout: invalid duration \"soon\"")),
+        "{text:?}"
     );
 }

@@ -4,6 +4,7 @@
 
 mod canary;
 mod configz;
+mod drain;
 mod kill;
 mod membership;
 mod pause;
