@@ -16,6 +16,7 @@ mod git;
 mod git_ssh;
 mod json_logs;
 mod many_errors;
+mod monitoring;
 mod plan;
 mod readme;
 mod resume_sim;
