@@ -124,6 +124,10 @@ const POLL: Duration = Duration::from_millis(500);
 /// How long the reconciler's final statuses may take to reach the remote's notes.
 const NOTES_LIMIT: Duration = Duration::from_secs(30);
 
+/// Where the reconciler publishes its ConfigMaps: examples-repo/kubelet-gitops.yaml's
+/// `spec.namespace`.
+const DEMO_NAMESPACE: &str = "kubelet-gitops";
+
 /// The work directory: temporary (removed at the end) or the user's (kept).
 enum Workdir {
     Temp {
@@ -287,6 +291,7 @@ impl Demo {
         self.pause().await;
         self.bad_rollout(&act1).await?;
         self.pause().await;
+        self.print_status().await?;
         self.print_statuses().await?;
         self.summary.elapsed = self.started.elapsed();
         self.print_locations();

@@ -26,7 +26,9 @@
 //! | `kubelet_gitops_reviews_total` | counter | `result` | pull-request heads reviewed: `planned`, `invalid` (the head does not validate), `skipped` (older than `--review-max-age`), `failed` (the head could not be read) |
 //!
 //! Pool series are replaced as a whole each reconcile: a pool removed from the repository
-//! stops being exported.
+//! stops being exported. The counters with a fixed set of label values (`git_polls`,
+//! `reconciles`, `status_posts`, `status_forge_refusals`, `reviews`) are exported at 0
+//! for each value from the start, so `increase()` counts their first event.
 
 use std::collections::BTreeSet;
 use std::sync::Mutex;
@@ -39,7 +41,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::git::PollRecord;
+use crate::git::{PollRecord, PollResult};
 use crate::rollout::{PoolPhase, PoolReport};
 
 /// The prefix of every metric name.
@@ -333,6 +335,59 @@ impl Metrics {
             "Signatures of fetched branch heads checked, by result (verified, unsigned, unknown_key, bad_signature, key_not_valid, untrusted_format)",
             commit_signatures.clone(),
         );
+        // Counters whose label values are a fixed set start at 0 with each value: a
+        // series that first appears at 1 shows no `increase()` (an alert on one rejected
+        // status would never fire), and dashboards find every series from the start.
+        // `api_errors` (verb, resource and code are open-ended) appears at its first
+        // error; `commit_signatures` only with `--require-signed-commits`.
+        let results = |family: &Family<ResultLabels, Counter>, results: &[&'static str]| {
+            for &result in results {
+                let _ = family.get_or_create(&ResultLabels { result });
+            }
+        };
+        results(
+            &git_polls,
+            &[
+                PollResult::NewCommit,
+                PollResult::Unchanged,
+                PollResult::Retryable,
+                PollResult::Fatal,
+            ]
+            .map(|r| r.as_str()),
+        );
+        results(
+            &reconciles,
+            &[
+                ReconcileResult::Ok.as_str(),
+                ReconcileResult::Error.as_str(),
+                ReconcileResult::Skipped.as_str(),
+                "idle",
+            ],
+        );
+        results(
+            &status_posts,
+            &[
+                StatusPostResult::Ok,
+                StatusPostResult::Queued,
+                StatusPostResult::Rejected,
+            ]
+            .map(StatusPostResult::as_str),
+        );
+        results(
+            &reviews,
+            &[
+                ReviewResult::Planned,
+                ReviewResult::Invalid,
+                ReviewResult::Skipped,
+                ReviewResult::Failed,
+            ]
+            .map(ReviewResult::as_str),
+        );
+        for reason in [ForgeRefusal::Unauthorized, ForgeRefusal::RateLimited] {
+            let _ = forge_refusals.get_or_create(&ReasonLabels {
+                reason: reason.as_str(),
+            });
+        }
         Metrics {
             registry,
             pool_nodes,
@@ -650,6 +705,14 @@ mod tests {
             text.contains("kubelet_gitops_status_forge_refusals_total{reason=\"unauthorized\"} 1")
         );
         assert!(text.contains("kubelet_gitops_reviews_total{result=\"planned\"} 1"));
+        // Fixed label sets start at 0.
+        assert!(text.contains("kubelet_gitops_reviews_total{result=\"failed\"} 0"));
+        assert!(text.contains("kubelet_gitops_git_polls_total{result=\"error_fatal\"} 0"));
+        assert!(text.contains("kubelet_gitops_status_posts_total{result=\"rejected\"} 0"));
+        assert!(
+            text.contains("kubelet_gitops_status_forge_refusals_total{reason=\"rate_limited\"} 0")
+        );
+        assert!(text.contains("kubelet_gitops_reconciles_total{result=\"idle\"} 0"));
         assert!(text.contains("kubelet_gitops_reconciles_total{result=\"error\"} 1"));
         assert!(text.contains("kubelet_gitops_reconcile_duration_seconds_count 2"));
 

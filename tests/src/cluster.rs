@@ -139,22 +139,16 @@ impl Cluster {
     /// The value of the reconciler metric sample `series` (`name{labels}` exactly as
     /// exposed), if present.
     pub async fn metric(&self, series: &str) -> Result<Option<f64>, E2eError> {
-        let (code, body) = self
-            .admin
-            .request("GET", "/metrics", None, None)
-            .await
-            .map_err(|e| http_error("reconciler /metrics", e))?;
-        if code != 200 {
-            return Err(E2eError::Http {
-                what: "reconciler /metrics".into(),
-                message: format!("status {code}"),
-            });
-        }
-        let text = String::from_utf8_lossy(&body);
+        let text = self.metrics().await?;
         Ok(text.lines().find_map(|l| {
             let (name, value) = l.rsplit_once(' ')?;
             (name == series).then(|| value.parse().ok()).flatten()
         }))
+    }
+
+    /// The reconciler's whole `/metrics` text.
+    pub async fn metrics(&self) -> Result<String, E2eError> {
+        get_metrics(&self.admin, "reconciler /metrics").await
     }
 
     /// The effective config `node`'s kubelet serves on `/configz` (`kubeletconfig`).
@@ -293,6 +287,21 @@ async fn https_get(client: &reqwest::Client, url: &str) -> Result<(u16, Vec<u8>)
     let code = resp.status().as_u16();
     let body = resp.bytes().await.map_err(|e| e.to_string())?;
     Ok((code, body.to_vec()))
+}
+
+/// `GET /metrics` of an admin port, which must answer 200.
+pub(crate) async fn get_metrics(admin: &HttpTarget, what: &str) -> Result<String, E2eError> {
+    let (code, body) = admin
+        .request("GET", "/metrics", None, None)
+        .await
+        .map_err(|e| http_error(what, e))?;
+    if code != 200 {
+        return Err(E2eError::Http {
+            what: what.into(),
+            message: format!("status {code}"),
+        });
+    }
+    Ok(String::from_utf8_lossy(&body).into_owned())
 }
 
 fn http_error(what: &str, e: impl std::fmt::Display) -> E2eError {

@@ -173,6 +173,9 @@ pub struct Options {
     /// kubelet is still starting: with a long `kubelet_start_delay`, a wide Verifying
     /// window.
     pub restart_detached: bool,
+    /// More arguments of `kubelet-gitops-sim serve` (the sim only), e.g. its fault
+    /// injection: `--fault-409-rate 0.1` answers a tenth of all writes 409 Conflict.
+    pub sim_args: Vec<String>,
 }
 
 impl Options {
@@ -213,6 +216,7 @@ impl Default for Options {
             kubelet_start_delay: Duration::from_millis(100),
             restart_delay: None,
             restart_detached: false,
+            sim_args: Vec::new(),
         }
     }
 }

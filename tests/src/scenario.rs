@@ -15,7 +15,8 @@ use kubelet_gitops_sim::kubelet::{HttpTarget, KubeletPaths};
 use serde_json::Value;
 
 use crate::cluster::{
-    Cluster, Converged, KubeletInfo, applied_targets, client, current_pools, read_config,
+    Cluster, Converged, KubeletInfo, applied_targets, client, current_pools, get_metrics,
+    read_config,
 };
 use crate::process::{self, Binaries, Proc, shell_quote};
 use crate::real::{self, NodeSetup, RealCluster, UpstreamBinaries};
@@ -546,6 +547,29 @@ impl E2e {
         Ok(())
     }
 
+    /// The `/metrics` text of `node`'s agent, on the admin port its latest start logged
+    /// (`kubelet-gitops-agent starting ... admin=127.0.0.1:PORT`: it binds any free port).
+    pub async fn agent_metrics(&self, node: &str) -> Result<String, E2eError> {
+        let log = self.path.join("logs").join(format!("agent-{node}.log"));
+        let text = std::fs::read_to_string(&log)
+            .map_err(E2eError::io(format!("reading {}", log.display())))?;
+        let addr = text
+            .lines()
+            .filter(|l| l.contains("kubelet-gitops-agent starting"))
+            .filter_map(|l| l.split_whitespace().find_map(|w| w.strip_prefix("admin=")))
+            .next_back()
+            .ok_or_else(|| E2eError::Unexpected {
+                what: format!("{}", log.display()),
+                message: "no `kubelet-gitops-agent starting ... admin=ADDR` line".into(),
+            })?;
+        let what = format!("agent {node} /metrics");
+        let admin = HttpTarget::parse(&format!("http://{addr}")).map_err(|e| E2eError::Http {
+            what: what.clone(),
+            message: e.to_string(),
+        })?;
+        get_metrics(&admin, &what).await
+    }
+
     /// Waits until every agent of `nodes` has reported what its kubelet runs.
     async fn wait_agents_reporting(&mut self, nodes: &[String]) -> Result<(), E2eError> {
         self.wait_nodes("every agent reporting its node", |seen| {
@@ -690,28 +714,25 @@ async fn launch_sim(
     std::fs::write(&inventory, text).map_err(E2eError::io("writing the inventory"))?;
     let kubeconfig = path.join("kubeconfig");
     let sim_log = logs.join("sim.log");
-    let mut sim = Proc::spawn(
-        "sim",
-        &bins.sim,
-        words(&[
-            "serve",
-            "--nodes",
-            &inventory.display().to_string(),
-            "--kubeconfig-out",
-            &kubeconfig.display().to_string(),
-            "--workdir",
-            &path.join("sim").display().to_string(),
-            "--kubelet-start-delay",
-            &go_duration(options.kubelet_start_delay),
-            "--not-ready-delay",
-            "1s",
-            "--lease-renew-interval",
-            "1s",
-            "--restart-after-exit",
-            "2s",
-        ]),
-        sim_log.clone(),
-    )?;
+    let mut args = words(&[
+        "serve",
+        "--nodes",
+        &inventory.display().to_string(),
+        "--kubeconfig-out",
+        &kubeconfig.display().to_string(),
+        "--workdir",
+        &path.join("sim").display().to_string(),
+        "--kubelet-start-delay",
+        &go_duration(options.kubelet_start_delay),
+        "--not-ready-delay",
+        "1s",
+        "--lease-renew-interval",
+        "1s",
+        "--restart-after-exit",
+        "2s",
+    ]);
+    args.extend(options.sim_args.iter().map(OsString::from));
+    let mut sim = Proc::spawn("sim", &bins.sim, args, sim_log.clone())?;
     let (sim_url, served) = wait_sim_ready(&mut sim, &sim_log, options.nodes.len()).await?;
     let mut kubelets = BTreeMap::new();
     for (name, (url, root)) in served {

@@ -110,6 +110,12 @@ impl Metrics {
             "From the start of an apply (download) to Done or rolled back",
             apply_duration.clone(),
         );
+        // Each outcome from 0, so `increase()` counts the first one.
+        for outcome in [Outcome::Done, Outcome::Rejected, Outcome::RolledBack] {
+            let _ = applies.get_or_create(&OutcomeLabel {
+                outcome: outcome.as_str(),
+            });
+        }
         Metrics {
             registry: Arc::new(registry),
             state,
@@ -182,6 +188,7 @@ mod tests {
         );
         assert!(text.contains("kubelet_gitops_agent_state{state=\"Applying\"} 0"));
         assert!(text.contains("kubelet_gitops_agent_applies_total{outcome=\"rolled_back\"} 1"));
+        assert!(text.contains("kubelet_gitops_agent_applies_total{outcome=\"done\"} 0"));
         assert!(text.contains("kubelet_gitops_agent_rollbacks_total 1"));
         assert!(text.contains("kubelet_gitops_agent_apply_duration_seconds_count 1"));
     }

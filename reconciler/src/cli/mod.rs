@@ -25,6 +25,7 @@ use kubelet_gitops_core::message::OneLine;
 
 use inputs::Failure;
 pub use inputs::NodeArgs;
+pub use status::pools_table;
 
 /// GitOps for kubelet configuration: validate, render and name KubeletConfiguration files
 /// exactly as the kubelet and kubectl would.

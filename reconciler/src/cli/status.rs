@@ -370,6 +370,27 @@ async fn node(args: NodeStatusArgs) -> Result<u8, String> {
     Ok(0)
 }
 
+/// What `kubelet-gitops status --kubeconfig KUBECONFIG -n NAMESPACE` prints (once, not
+/// watching): every pool, then the nodes that are not Done, laid out for this process's
+/// stdout. The demo's last act shows it.
+pub async fn pools_table(kubeconfig: &std::path::Path, namespace: &str) -> Result<String, String> {
+    let cluster = ClusterArgs {
+        kubeconfig: Some(kubeconfig.to_path_buf()),
+        context: None,
+        namespace: namespace.to_string(),
+    };
+    let client = connect(&cluster).await?;
+    let (nodes, cms) = list(&client, namespace).await?;
+    let report = model::survey(&nodes, &cms, namespace, None, Timestamp::now());
+    let tty = std::io::stdout().is_terminal();
+    let layout = Layout {
+        width: width(tty),
+        unicode: tty,
+        ..Layout::default()
+    };
+    Ok(table::pools(&report, &layout))
+}
+
 /// A client for the kubeconfig (or the environment), sending our User-Agent.
 async fn connect(cluster: &ClusterArgs) -> Result<kube::Client, String> {
     let options = KubeConfigOptions {

@@ -6,11 +6,11 @@ use std::time::{Duration, Instant};
 use super::cluster::DemoCluster;
 use super::error::DemoError;
 use super::view::short;
-use super::{Demo, NOTES_LIMIT, Workdir};
+use super::{DEMO_NAMESPACE, Demo, NOTES_LIMIT, Workdir};
 use crate::rollout::{PoolPhase, PoolReport};
 
 impl Demo {
-    /// Step 5: the commit statuses, from the remote's git notes once they show every
+    /// Step 6: the commit statuses, from the remote's git notes once they show every
     /// pool's final state; the reconciler's pool reports if they do not in time.
     pub(super) async fn print_statuses(&mut self) -> Result<(), DemoError> {
         let sync = self
@@ -99,7 +99,25 @@ impl Demo {
         Ok(())
     }
 
-    /// Step 6: where everything is.
+    /// Step 5: where every pool stands, as `kubelet-gitops status` shows it, read from the
+    /// cluster through the person's kubeconfig.
+    pub(super) async fn print_status(&mut self) -> Result<(), DemoError> {
+        let kubeconfig = self.cluster().admin_kubeconfig();
+        println!(
+            "\n==> Where every pool stands: kubelet-gitops status --kubeconfig {}",
+            kubeconfig.display()
+        );
+        let table = crate::cli::pools_table(&kubeconfig, DEMO_NAMESPACE)
+            .await
+            .map_err(|problem| DemoError::Unexpected {
+                step: "kubelet-gitops status",
+                problem,
+            })?;
+        print!("{table}");
+        Ok(())
+    }
+
+    /// Step 7: where everything is.
     pub(super) fn print_locations(&self) {
         let wd = self.workdir();
         println!(

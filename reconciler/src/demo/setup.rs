@@ -16,7 +16,7 @@ use super::error::DemoError;
 use super::nodes::{self, AgentArgs, NodePaths};
 use super::real::RealDemo;
 use super::repo::{self, DemoRepo, RealNodePaths};
-use super::{Demo, POLL, Workdir};
+use super::{DEMO_NAMESPACE, Demo, POLL, Workdir};
 use crate::controller::{self, KubeSource, RunConfig};
 use crate::git::{Backoff, GitAuth, GitConfig};
 
@@ -93,11 +93,12 @@ impl Demo {
                 state: String::new(),
             })?
             .map_err(|e| DemoError::Sim(Box::new(e)))?;
-        let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kubelet-gitops"}});
+        let ns =
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": DEMO_NAMESPACE}});
         sim.store()
             .create(kinds::namespaces(), None, ns, &WriteOptions::default())
             .map_err(|e| DemoError::SimSetup {
-                what: "create namespace kubelet-gitops".into(),
+                what: format!("create namespace {DEMO_NAMESPACE}"),
                 message: e.message,
             })?;
         Ok(DemoCluster::Sim(sim))

@@ -301,6 +301,25 @@ fn check_story(stdout: &str, workdir: &Path, cluster: Cluster) {
                 && l.contains("no other kubelet restarted")),
         "{third_lines:?}"
     );
+    // `kubelet-gitops status` after the halt: one line per pool, then the nodes not Done.
+    let status = section(&all, "Where every pool stands: kubelet-gitops status");
+    let pool_line = |pool: &str| {
+        status
+            .iter()
+            .find(|l| l.starts_with(&format!("{pool} ")))
+            .unwrap_or_else(|| panic!("no {pool} line in {status:?}"))
+    };
+    assert!(pool_line("gpu").contains(" halted "), "{status:?}");
+    assert!(pool_line("gpu").contains("0/3 (1 failed)"), "{status:?}");
+    assert!(pool_line("general").contains(" complete "), "{status:?}");
+    assert!(pool_line("general").contains(" 6/6"), "{status:?}");
+    assert!(pool_line("high-memory").contains(" 3/3"), "{status:?}");
+    assert!(
+        status
+            .iter()
+            .any(|l| l.starts_with("gpu-1 ") && l.contains(" RolledBack ")),
+        "{status:?}"
+    );
     // The statuses, from git notes.
     let statuses = section(&all, "Commit statuses").join("\n");
     for expected in [

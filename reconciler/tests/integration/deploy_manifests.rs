@@ -86,7 +86,7 @@ fn renders() -> Option<&'static [Rendered]> {
 
 /// kubectl with a kustomize that understands these kustomizations (5.x: `labels:`,
 /// transformer directories), or `None` when there is none.
-fn kubectl() -> Option<PathBuf> {
+pub(crate) fn kubectl() -> Option<PathBuf> {
     let candidates = [PathBuf::from("kubectl"), PathBuf::from("/usr/bin/kubectl")];
     for candidate in candidates {
         if let Ok(out) = Command::new(&candidate)

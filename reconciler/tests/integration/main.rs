@@ -17,6 +17,7 @@ mod git;
 mod git_ssh;
 mod json_logs;
 mod many_errors;
+mod monitoring;
 mod plan;
 mod readme;
 mod resume_sim;

@@ -497,7 +497,7 @@ fn slug(heading: &str) -> String {
 
 /// The anchors of `doc`'s headings (outside code blocks), numbered as GitHub numbers
 /// repeated headings (`-1`, `-2`).
-fn anchors(doc: &str) -> BTreeSet<String> {
+pub(crate) fn anchors(doc: &str) -> BTreeSet<String> {
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
     let mut out = BTreeSet::new();
     for line in unfenced_lines(doc) {
