@@ -2076,6 +2076,42 @@ async fn pods(t: &Target) {
         Ok(l) => t.check("list the Node's Pods", json!(l.items.len()), json!(0)),
         Err(e) => t.fail("list the Node's Pods", e),
     }
+
+    // The reconciler's drain evicts with kube-rs, whose Eviction body has no apiVersion
+    // and kind (reconciler/src/controller/drain.rs): the server takes the subresource's
+    // kind as the default. No budget selects the pod: the eviction goes through.
+    let pods: Api<Pod> = Api::namespaced(t.client.clone(), "default");
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "parity-evicted", "namespace": "default"},
+        "spec": {"nodeName": "parity-a", "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}
+    }))
+    .expect("a pod");
+    if let Err(e) = pods.create(&PostParams::default(), &pod).await {
+        t.fail("create a pod to evict", e);
+        return;
+    }
+    match pods
+        .evict("parity-evicted", &kube::api::EvictParams::default())
+        .await
+    {
+        Ok(status) => t.check(
+            "evict a pod with kube-rs's Eviction body",
+            json!(status.is_success()),
+            json!(true),
+        ),
+        Err(e) => t.fail("evict a pod with kube-rs's Eviction body", e),
+    }
+    let _ = pods
+        .delete(
+            "parity-evicted",
+            &DeleteParams {
+                grace_period_seconds: Some(0),
+                ..DeleteParams::default()
+            },
+        )
+        .await;
 }
 
 async fn kubectl(t: &Target) {

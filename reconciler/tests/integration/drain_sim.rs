@@ -325,6 +325,33 @@ async fn a_drain_evicts_waits_for_the_budget_and_halts_past_its_timeout() {
         .count();
     assert!(refused >= 1, "the budget refused the eviction");
 
+    // A restart mid-drain: the new reconciler knows the change's class from the
+    // ConfigMap's record and the drain from the Node's; it resumes (the budget still
+    // holds w-1, which stays cordoned, and nothing new is cordoned meanwhile).
+    r.stop().await.expect("the reconciler stops");
+    let r = h.reconciler(h.run_config("r2")).await;
+    let mut sync = r.sync_state();
+    wait_state(
+        &mut sync,
+        "the restarted reconciler resumes the drain",
+        LONG,
+        |s| {
+            s.applied.as_ref().is_some_and(|a| a.commit == change)
+                && report(s, "w")
+                    .draining
+                    .iter()
+                    .any(|d| d.contains("refused (PodDisruptionBudget)"))
+        },
+    )
+    .await;
+    let nodes = h.nodes();
+    let by_name = |n: &str| nodes.iter().find(|v| name(v) == n).unwrap().clone();
+    assert_eq!(by_name("w-1")["spec"]["unschedulable"], true);
+    assert!(
+        ann(&by_name("w-2"), DRAIN).is_none(),
+        "maxUnavailable 1: w-2 waits"
+    );
+
     // The budget relaxed: the drain goes on, and the rollout completes.
     pdbs.patch(
         "db",

@@ -1,7 +1,9 @@
 // Command fake-cri serves a fake container runtime (CRI runtime and image services) on a
 // unix socket, so that a real kubelet runs without containerd, images or a network: the
 // runtime and the network report ready, pods "run" in memory. It is upstream's own test
-// fake (k8s.io/cri-client/pkg/fake, the one kubemark uses), wrapped in a process.
+// fake (k8s.io/cri-client/pkg/fake, the one kubemark uses), wrapped in a process. Its
+// containers start from any image (each "pulled" image has an id and a size), never
+// exit, and are Ready without probes.
 //
 // What the kubelet learns of the cgroup driver is chosen with --cgroup-driver:
 //
@@ -53,6 +55,10 @@ func run(args []string) error {
 
 	runtime := fake.NewFakeRemoteRuntime()
 	runtime.RuntimeService.FakeLinuxConfiguration = linux
+	// An image "pulled" by the fake has size 0 unless set, and a v1.36 kubelet refuses to
+	// start a container from an image without an id and a size ("Id or size of image ...
+	// is not set"): the pods of the drain tests would never run.
+	runtime.ImageService.SetFakeImageSize(1 << 20)
 	if err := runtime.Start("unix://" + *socket); err != nil {
 		return err
 	}
