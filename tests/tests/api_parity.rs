@@ -2081,6 +2081,19 @@ async fn pods(t: &Target) {
     // and kind (reconciler/src/controller/drain.rs): the server takes the subresource's
     // kind as the default. No budget selects the pod: the eviction goes through.
     let pods: Api<Pod> = Api::namespaced(t.client.clone(), "default");
+    // Without a controller-manager no one creates the namespace's `default`
+    // ServiceAccount, which the real server's admission looks up for a pod.
+    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(t.client.clone(), "default");
+    let account = serde_json::from_value(json!({"apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": "default", "namespace": "default"}}))
+    .expect("a ServiceAccount");
+    match accounts.create(&PostParams::default(), &account).await {
+        Ok(_) => {}
+        // 409: there already; 404: the sim serves no ServiceAccounts and needs none.
+        Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {}
+        Err(e) => t.fail("create the default ServiceAccount", e),
+    }
     let pod: Pod = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "parity-evicted", "namespace": "default"},
