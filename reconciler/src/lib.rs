@@ -24,6 +24,7 @@ pub mod model;
 pub mod nodecheck;
 pub mod plan;
 pub mod publish;
+pub mod record;
 pub mod render;
 pub mod review;
 pub mod rollout;

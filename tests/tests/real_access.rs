@@ -443,7 +443,10 @@ fn reconciler_rbac() -> Vec<Ask> {
         // Never the kubelet's API.
         no("get nodes --subresource=configz"),
         no("get nodes --subresource=proxy"),
-        // ConfigMaps are immutable, and only in its namespace.
+        // record.rs: the rollout record, updated by name; every other ConfigMap is
+        // immutable, and only in its namespace.
+        yes(format!("update configmaps/kubelet-gitops-rollout {ns}")),
+        no(format!("update configmaps/kubelet-other {ns}")),
         no(format!("update configmaps {ns}")),
         no(format!("patch configmaps {ns}")),
         no("create configmaps -n default"),

@@ -24,6 +24,8 @@ use kubelet_gitops_core::protocol::{
 };
 
 use model::{Condition, ConfigMapObs, EventObs, NodeObs, Report, Verdict};
+
+use crate::record::{RECORD_NAME, RolloutRecord};
 use table::Layout;
 
 /// Exit code of `--wait` when a targeted pool halts.
@@ -45,6 +47,9 @@ pub(super) struct StatusArgs {
     /// Show only this pool (with --wait: wait for this pool only).
     #[arg(value_name = "POOL")]
     pool: Option<String>,
+    /// The same as POOL, for a pool whose name is a subcommand's (`--pool node`).
+    #[arg(long = "pool", value_name = "POOL", conflicts_with = "pool")]
+    pool_flag: Option<String>,
     #[command(flatten)]
     cluster: ClusterArgs,
     /// Output format: `table` for people; `json` or `yaml` for scripts, a documented
@@ -68,6 +73,17 @@ pub(super) struct StatusArgs {
     /// print the final status only (with --watch, every change).
     #[arg(long, env = "KUBELET_GITOPS_WAIT")]
     wait: bool,
+    /// With --wait: wait also until the reconciler applies this commit (a full or
+    /// abbreviated id: what a pipeline just merged). Without it, --wait right after a
+    /// merge can see the previous rollout complete before the reconciler has fetched the
+    /// new commit.
+    #[arg(
+        long,
+        value_name = "SHA",
+        requires = "wait",
+        env = "KUBELET_GITOPS_COMMIT"
+    )]
+    commit: Option<String>,
     /// With --wait: give up after this long (humantime: 90s, 10m, 1h), exit 3. Default:
     /// wait as long as it takes.
     #[arg(
@@ -160,12 +176,15 @@ async fn dispatch(args: StatusArgs) -> Result<u8, String> {
     let StatusArgs {
         command,
         pool,
+        pool_flag,
         cluster,
         output,
         watch,
         wait,
+        commit,
         timeout,
     } = args;
+    let pool = pool.or(pool_flag);
     if let Some(StatusCommand::Node(a)) = command {
         return node(a).await;
     }
@@ -180,7 +199,8 @@ async fn dispatch(args: StatusArgs) -> Result<u8, String> {
     };
     // One list first: a wrong kubeconfig or missing permission fails here, at once.
     let (nodes, cms) = list(&client, ns).await?;
-    let report = model::survey(&nodes, &cms, ns, only, Timestamp::now());
+    let record = record(&client, ns).await?;
+    let report = model::survey(&nodes, &cms, ns, only, Timestamp::now(), record.as_ref());
     if let Some(p) = only
         && report.pools.is_empty()
         && !wait
@@ -195,10 +215,20 @@ async fn dispatch(args: StatusArgs) -> Result<u8, String> {
     }
     let progress = watch || output == Output::Table;
     let deadline = timeout.map(|t| tokio::time::Instant::now() + Duration::from(t));
-    follow(
-        client, ns, only, output, layout, tty, progress, wait, deadline,
-    )
-    .await
+    let want = Want {
+        wait,
+        commit: commit.as_deref(),
+        deadline,
+    };
+    follow(client, ns, only, output, layout, tty, progress, want).await
+}
+
+/// What `--wait` waits for.
+struct Want<'a> {
+    wait: bool,
+    /// `--commit`.
+    commit: Option<&'a str>,
+    deadline: Option<tokio::time::Instant>,
 }
 
 /// Watches Nodes and ConfigMaps, printing the status as it changes; with `wait`, returns
@@ -212,9 +242,13 @@ async fn follow(
     layout: Layout,
     tty: bool,
     progress: bool,
-    wait: bool,
-    deadline: Option<tokio::time::Instant>,
+    want: Want<'_>,
 ) -> Result<u8, String> {
+    let Want {
+        wait,
+        commit,
+        deadline,
+    } = want;
     let (node_store, node_writer) = kube::runtime::reflector::store::<Node>();
     let (cm_store, cm_writer) =
         kube::runtime::reflector::store::<kube::core::PartialObjectMeta<ConfigMap>>();
@@ -222,22 +256,34 @@ async fn follow(
         node_writer,
         watcher(Api::<Node>::all(client.clone()), watcher::Config::default()).default_backoff(),
     )
-    .map(|e| (0, matches!(e, Ok(watcher::Event::InitDone))));
+    .map(|e| (0, e.map(|e| matches!(e, watcher::Event::InitDone))));
     let cms = kube::runtime::reflector(
         cm_writer,
         watcher(
-            Api::<kube::core::PartialObjectMeta<ConfigMap>>::namespaced(client, ns),
+            Api::<kube::core::PartialObjectMeta<ConfigMap>>::namespaced(client.clone(), ns),
             watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}")),
         )
         .default_backoff(),
     )
-    .map(|e| (1, matches!(e, Ok(watcher::Event::InitDone))));
-    let events = futures::stream::select(nodes, cms);
+    .map(|e| (1, e.map(|e| matches!(e, watcher::Event::InitDone))));
+    let (record_store, record_writer) = kube::runtime::reflector::store::<ConfigMap>();
+    let records = kube::runtime::reflector(
+        record_writer,
+        watcher(
+            Api::<ConfigMap>::namespaced(client, ns),
+            watcher::Config::default().fields(&format!("metadata.name={RECORD_NAME}")),
+        )
+        .default_backoff(),
+    )
+    .map(|e| (2, e.map(|e| matches!(e, watcher::Event::InitDone))));
+    let events = futures::stream::select(futures::stream::select(nodes, cms), records);
     let mut events = std::pin::pin!(events);
     let redraw = tty && output == Output::Table && progress;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     let mut last_shown: Option<String> = None;
-    let mut ready = [false; 2];
+    let mut ready = [false; 3];
+    // The last watch error shown, to say it once (the watcher retries with back-off).
+    let mut failing: Option<String> = None;
     let mut last = None;
     let sleep_until = |d: Option<tokio::time::Instant>| async move {
         match d {
@@ -249,7 +295,24 @@ async fn follow(
         tokio::select! {
             e = events.next() => match e {
                 None => return Err("the watch ended".into()),
-                Some((which, init_done)) => ready[which] |= init_done,
+                Some((which, Ok(init_done))) => {
+                    ready[which] |= init_done;
+                    if failing.take().is_some() {
+                        eprintln!("the watch works again");
+                    }
+                }
+                Some((which, Err(e))) => {
+                    let what = ["nodes", "ConfigMaps", "the rollout record"][which];
+                    let msg = format!(
+                        "watching {what} failed: {}; retrying, the status shown may be out of date",
+                        error_chain(&e)
+                    );
+                    if failing.as_ref() != Some(&msg) {
+                        eprintln!("{msg}");
+                        failing = Some(msg);
+                    }
+                    continue;
+                }
             },
             _ = tick.tick(), if redraw => {},
             () = sleep_until(deadline) => {
@@ -273,7 +336,10 @@ async fn follow(
             .iter()
             .map(|c| configmap_obs(&c.metadata))
             .collect();
-        let report = model::survey(&nodes, &cms, ns, only, Timestamp::now());
+        let record = record_store
+            .get(&kube::runtime::reflector::ObjectRef::new(RECORD_NAME).within(ns))
+            .and_then(|cm| read_record(&cm));
+        let report = model::survey(&nodes, &cms, ns, only, Timestamp::now(), record.as_ref());
         if progress {
             let text = render(&report, output, &layout)?;
             // Off a terminal (and as json/yaml) a status is printed again only when it
@@ -302,7 +368,7 @@ async fn follow(
             }
         }
         if wait {
-            let verdict = model::verdict(&report, only);
+            let verdict = model::verdict(&report, only, commit);
             if verdict != Verdict::Pending && !progress {
                 print(&render(&report, output, &layout)?);
             }
@@ -381,7 +447,15 @@ pub async fn pools_table(kubeconfig: &std::path::Path, namespace: &str) -> Resul
     };
     let client = connect(&cluster).await?;
     let (nodes, cms) = list(&client, namespace).await?;
-    let report = model::survey(&nodes, &cms, namespace, None, Timestamp::now());
+    let record = record(&client, namespace).await?;
+    let report = model::survey(
+        &nodes,
+        &cms,
+        namespace,
+        None,
+        Timestamp::now(),
+        record.as_ref(),
+    );
     let tty = std::io::stdout().is_terminal();
     let layout = Layout {
         width: width(tty),
@@ -456,6 +530,29 @@ async fn list(
         }
     }
     Ok((nodes, configmaps(client, ns).await?))
+}
+
+/// The reconciler's rollout record ([`crate::record`]), if it wrote one that this
+/// version reads. Without read access to it (an older RBAC) the status is inferred from
+/// the Nodes, as before the record existed.
+async fn record(client: &kube::Client, ns: &str) -> Result<Option<RolloutRecord>, String> {
+    match Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .get_opt(RECORD_NAME)
+        .await
+    {
+        Ok(cm) => Ok(cm.and_then(|cm| read_record(&cm))),
+        Err(kube::Error::Api(s)) if s.code == 403 => Ok(None),
+        Err(e) => Err(format!(
+            "cannot read the rollout record {ns}/{RECORD_NAME}: {}",
+            error_chain(&e)
+        )),
+    }
+}
+
+fn read_record(cm: &ConfigMap) -> Option<RolloutRecord> {
+    RolloutRecord::from_configmap(cm)
+        .map_err(|e| eprintln!("warning: {e}; the status is inferred from the Nodes"))
+        .ok()
 }
 
 async fn configmaps(client: &kube::Client, ns: &str) -> Result<Vec<ConfigMapObs>, String> {

@@ -176,6 +176,8 @@ pub(crate) struct Reconciler {
     created_for: HashMap<String, String>,
     /// What the last round's drain work saw of each node it worked on (only those).
     drain_seen: DrainObservations,
+    /// The rollout record last written (namespace, record), to write only changes.
+    record: Option<(String, crate::record::RolloutRecord)>,
 }
 
 impl Reconciler {
@@ -208,6 +210,7 @@ impl Reconciler {
             phases: BTreeMap::new(),
             created_for: HashMap::new(),
             drain_seen: DrainObservations::new(),
+            record: None,
         }
     }
 
@@ -443,8 +446,59 @@ impl Reconciler {
                 ),
             }
         }
+        self.write_record(desired, &plan, may_write).await;
         outcome.plan = plan;
         Ok(outcome)
+    }
+
+    /// Writes the rollout record ([`crate::record`]) when it changed. A failure is logged
+    /// and tried again next round: nothing of the rollout depends on it.
+    async fn write_record(
+        &mut self,
+        desired: &Desired,
+        plan: &RolloutPlan,
+        may_write: &(dyn Fn() -> bool + Sync),
+    ) {
+        use crate::record::{RECORD_NAME, RolloutRecord};
+        let record = RolloutRecord::of(&desired.commit, &plan.pools);
+        let ns = desired.namespace.as_str();
+        if self
+            .record
+            .as_ref()
+            .is_some_and(|(n, r)| n == ns && *r == record)
+            || !may_write()
+        {
+            return;
+        }
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), ns);
+        let cm = record.configmap(ns);
+        let call = Call {
+            verb: "update",
+            resource: "configmaps",
+            name: RECORD_NAME,
+        };
+        // An unconditional update (the leader is its only writer), created when absent.
+        let result = retrying(call, &self.retry, &self.metrics, || async {
+            match api.replace(RECORD_NAME, &Default::default(), &cm).await {
+                Err(kube::Error::Api(s)) if s.code == 404 => {
+                    api.create(&Default::default(), &cm).await
+                }
+                other => other,
+            }
+        })
+        .await;
+        match result {
+            Ok(_) => {
+                tracing::debug!(commit = %desired.commit, "rollout record written");
+                self.record = Some((ns.to_string(), record));
+            }
+            Err(e) => tracing::warn!(
+                configmap = RECORD_NAME,
+                namespace = ns,
+                error = %kubelet_gitops_core::message::error_chain(&e),
+                "writing the rollout record failed (kubelet-gitops status reads it); will retry"
+            ),
+        }
     }
 
     /// Which commit produced each pool's ConfigMap: the source-commit annotation the

@@ -1127,6 +1127,7 @@ fn rbac_grants_exactly_the_documented_permissions() {
                             &["create", "get", "list", "watch", "delete"],
                             ""
                         ),
+                        ("", "configmaps", &["update"], "kubelet-gitops-rollout"),
                         ("coordination.k8s.io", "leases", &["create"], ""),
                         (
                             "coordination.k8s.io",

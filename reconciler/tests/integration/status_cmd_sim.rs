@@ -123,6 +123,43 @@ async fn wait_exits_0_once_every_pool_is_complete() {
     let last = text(&out.stdout);
     assert!(last.contains("a     complete"), "{last}");
     assert!(last.contains("b     complete"), "{last}");
+
+    // Right after a merge, with the commit a pipeline just pushed: --wait --commit
+    // returns 0 only once the reconciler applies that commit and every pool is complete
+    // on it (the reconciler's rollout record says which commit it applies).
+    h.repo.settings_and_pools(&[
+        ("a", "maxUnavailable: 1, canary: 1", "    maxPods: 62\n"),
+        ("b", "maxUnavailable: 2, canary: 1", "    maxPods: 72\n"),
+    ]);
+    let third = h.repo.commit("third");
+    let out = status(
+        &kubeconfig,
+        &["--wait", "--commit", &third[..12], "--timeout", "80s", "-o", "json"],
+    )
+    .await;
+    assert_eq!(code(&out), Some(0), "{}", both(&out));
+    let third_cms = pool_configmaps(&h, &third);
+    assert_eq!(third_cms.len(), 2, "{third_cms:?}");
+    let nodes = h.nodes();
+    assert!(
+        nodes
+            .iter()
+            .all(|n| settled_done(n) && third_cms.contains(&desired_name(n).unwrap())),
+        "--wait --commit returned before the third commit was rolled out:\n{}",
+        summary(&nodes)
+    );
+    let done: Value = serde_json::from_str(&text(&out.stdout)).unwrap();
+    assert_eq!(done["appliedCommit"], third.as_str(), "{done}");
+    // A commit the reconciler never applies: the timeout.
+    let out = status(
+        &kubeconfig,
+        &["--wait", "--commit", "0000000", "--timeout", "2s"],
+    )
+    .await;
+    assert_eq!(code(&out), Some(3), "{}", both(&out));
+    // --commit only with --wait.
+    let out = status(&kubeconfig, &["--commit", "0000000"]).await;
+    assert_eq!(code(&out), Some(2), "{}", both(&out));
     h.finish(r).await;
 }
 
@@ -190,10 +227,10 @@ async fn a_halted_pool_in_status_json_node_wait_and_kubectl() {
             .unwrap()
             .starts_with("kubelet-gitops/kubelet-bad-")
     );
-    assert_eq!(
-        bad["nodes"]["total"], 1,
-        "only the canary carries the pool: {bad}"
-    );
+    // Only the canary carries the pool's annotations; the reconciler's rollout record
+    // says the pool has 4 nodes, the 3 not reached yet waiting.
+    assert_eq!(bad["nodes"]["total"], 4, "{bad}");
+    assert_eq!(bad["nodes"]["waiting"], 3, "{bad}");
     assert_eq!(bad["nodes"]["failed"], 1);
     let failed = &bad["notDone"][0];
     assert_eq!(failed["progress"], "failed");

@@ -35,6 +35,7 @@ use kubelet_gitops_core::protocol::{
 use serde::{Serialize, Serializer};
 
 use crate::model::NodeInfo;
+use crate::record::{PoolRecord, RolloutRecord};
 use crate::rollout::{Failure, NodeRolloutStatus, is_canary_labelled, node_status};
 
 /// The version of the `-o json|yaml` structure; it changes only when a field changes
@@ -129,6 +130,9 @@ pub struct Report {
     pub version: u32,
     #[serde(serialize_with = "time_required")]
     pub time: Timestamp,
+    /// The commit the reconciler applies, from its rollout record (absent without one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub applied_commit: Option<String>,
     pub pools: Vec<PoolStatus>,
 }
 
@@ -145,8 +149,12 @@ pub struct PoolStatus {
     /// The pool file it was rendered from (`source-path`).
     pub source_path: Option<String>,
     pub nodes: Counts,
+    /// Why the reconciler assigns nothing more while nodes wait (its rollout record).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hold: Option<String>,
     /// The nodes not Done on the target: failed first, then in flight, then waiting; by
-    /// name within each.
+    /// name within each. Nodes of the pool the reconciler has not reached yet are
+    /// counted as waiting but not listed (no annotation names their pool yet).
     pub not_done: Vec<NodeLine>,
 }
 
@@ -231,13 +239,16 @@ impl Phase {
     }
 }
 
-/// The status of every pool (or of `only`), sorted by pool name.
+/// The status of every pool (or of `only`), sorted by pool name. With the reconciler's
+/// rollout `record`, each pool's target and size are the record's (the module docs say
+/// what is inferred without one).
 pub fn survey(
     nodes: &[NodeObs],
     configmaps: &[ConfigMapObs],
     namespace: &str,
     only: Option<&str>,
     now: Timestamp,
+    record: Option<&RolloutRecord>,
 ) -> Report {
     let mut pools: BTreeMap<&str, Vec<&NodeObs>> = BTreeMap::new();
     for n in nodes {
@@ -250,17 +261,24 @@ pub fn survey(
             pools.entry(p).or_default();
         }
     }
+    for p in record.iter().flat_map(|r| r.pools.keys()) {
+        pools.entry(p.as_str()).or_default();
+    }
     let cms: BTreeMap<&str, &ConfigMapObs> =
         configmaps.iter().map(|c| (c.name.as_str(), c)).collect();
     let pools = pools
         .into_iter()
         .filter(|(p, _)| only.is_none_or(|o| o == *p))
-        .map(|(p, members)| pool_status(p, &members, &cms, namespace))
+        .map(|(p, members)| {
+            let rec = record.and_then(|r| r.pools.get(p));
+            pool_status(p, &members, &cms, namespace, rec)
+        })
         .collect();
     Report {
         kind: "KubeletGitopsStatus",
         version: VERSION,
         time: now,
+        applied_commit: record.map(|r| r.commit.clone()),
         pools,
     }
 }
@@ -270,17 +288,46 @@ fn pool_status(
     members: &[&NodeObs],
     cms: &BTreeMap<&str, &ConfigMapObs>,
     namespace: &str,
+    rec: Option<&PoolRecord>,
 ) -> PoolStatus {
-    // The target: of the ConfigMaps in our namespace the nodes are told to run, the one
-    // created last (a ConfigMap not listed sorts first).
-    let target = members
+    let mut status = pool_status_of_nodes(pool, members, cms, namespace, rec);
+    if let Some(rec) = rec {
+        // Nodes the reconciler has not reached yet: the pool's, not yet annotated.
+        let unseen = rec.nodes.saturating_sub(status.nodes.total);
+        status.nodes.total += unseen;
+        status.nodes.waiting += unseen;
+        status.hold = rec.hold.clone();
+        if unseen > 0 && status.phase == Phase::Complete {
+            status.phase = Phase::Waiting;
+        }
+        if status.phase == Phase::Pending && rec.nodes > 0 {
+            status.phase = Phase::Waiting;
+        }
+    }
+    status
+}
+
+fn pool_status_of_nodes(
+    pool: &str,
+    members: &[&NodeObs],
+    cms: &BTreeMap<&str, &ConfigMapObs>,
+    namespace: &str,
+    rec: Option<&PoolRecord>,
+) -> PoolStatus {
+    // The target: the reconciler's record; without one, of the ConfigMaps in our
+    // namespace the nodes are told to run, the one created last (a ConfigMap not listed
+    // sorts first).
+    let recorded = rec.and_then(|r| r.target.parse::<ConfigRef>().ok());
+    let target = recorded.or_else(|| {
+        members
         .iter()
         .filter_map(|n| n.ann(DESIRED_CONFIG)?.parse::<ConfigRef>().ok())
         .filter(|r| matches!(r, ConfigRef::ConfigMap { namespace: ns, .. } if ns == namespace))
-        .max_by_key(|r| {
-            let name = r.configmap_name().unwrap_or_default().to_string();
-            (cms.get(name.as_str()).and_then(|c| c.created), name)
-        });
+            .max_by_key(|r| {
+                let name = r.configmap_name().unwrap_or_default().to_string();
+                (cms.get(name.as_str()).and_then(|c| c.created), name)
+            })
+    });
     let Some(target) = target else {
         return PoolStatus {
             pool: pool.to_string(),
@@ -293,6 +340,7 @@ fn pool_status(
                 waiting: members.len(),
                 ..Counts::default()
             },
+            hold: None,
             not_done: members
                 .iter()
                 .map(|n| line(n, NodeProgress::Waiting))
@@ -365,6 +413,7 @@ fn pool_status(
         commit: cm.and_then(|c| c.commit.clone()),
         source_path: cm.and_then(|c| c.source_path.clone()),
         nodes: counts,
+        hold: None,
         not_done,
     }
 }
@@ -473,7 +522,17 @@ pub enum Verdict {
 /// without, every pool that has nodes (at least one), pools without any (`pending`)
 /// being left out: a pool whose nodes no reconciler write reached yet looks the same as
 /// a leftover ConfigMap.
-pub fn verdict(report: &Report, only: Option<&str>) -> Verdict {
+pub fn verdict(report: &Report, only: Option<&str>, commit: Option<&str>) -> Verdict {
+    // Waiting for a commit: until the reconciler's record says it applies it, the pools'
+    // state is about an earlier one.
+    if let Some(want) = commit
+        && !report
+            .applied_commit
+            .as_deref()
+            .is_some_and(|c| !want.is_empty() && c.starts_with(want))
+    {
+        return Verdict::Pending;
+    }
     let targeted: Vec<&PoolStatus> = report
         .pools
         .iter()

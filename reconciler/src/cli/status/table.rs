@@ -304,6 +304,7 @@ mod tests {
             kind: "KubeletGitopsStatus",
             version: 1,
             time: ts("2026-01-01T10:00:00Z"),
+            applied_commit: None,
             pools: vec![
                 PoolStatus {
                     pool: "general".into(),
@@ -316,6 +317,7 @@ mod tests {
                         done: 6,
                         ..Counts::default()
                     },
+                    hold: None,
                     not_done: vec![],
                 },
                 PoolStatus {
@@ -330,6 +332,7 @@ mod tests {
                         waiting: 2,
                         ..Counts::default()
                     },
+                    hold: None,
                     not_done: vec![
                         NodeLine {
                             node: "gpu-1".into(),

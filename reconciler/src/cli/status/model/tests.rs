@@ -75,7 +75,7 @@ fn cm(name: &str, pool: &str, commit: &str, created: &str) -> ConfigMapObs {
 
 fn survey_of(nodes: Vec<N>, cms: &[ConfigMapObs]) -> Report {
     let nodes: Vec<NodeObs> = nodes.into_iter().map(|n| n.0).collect();
-    survey(&nodes, cms, NS, None, now())
+    survey(&nodes, cms, NS, None, now(), None)
 }
 
 fn old_and_new() -> Vec<ConfigMapObs> {
@@ -113,7 +113,7 @@ fn every_node_done_on_the_newest_config_is_complete() {
         }
     );
     assert!(p.not_done.is_empty());
-    assert_eq!(verdict(&r, None), Verdict::Complete);
+    assert_eq!(verdict(&r, None, None), Verdict::Complete);
 }
 
 #[test]
@@ -150,7 +150,7 @@ fn the_target_is_the_config_created_last_and_the_phase_follows_the_nodes() {
             ("a-3", NodeProgress::Waiting)
         ]
     );
-    assert_eq!(verdict(&r, None), Verdict::Pending);
+    assert_eq!(verdict(&r, None, None), Verdict::Pending);
 
     // Rolling: the canary is Done, the next one in flight.
     let r = survey_of(
@@ -172,7 +172,7 @@ fn the_target_is_the_config_created_last_and_the_phase_follows_the_nodes() {
         &old_and_new(),
     );
     assert_eq!(r.pools[0].phase, Phase::Waiting);
-    assert_eq!(verdict(&r, None), Verdict::Pending);
+    assert_eq!(verdict(&r, None, None), Verdict::Pending);
 }
 
 #[test]
@@ -234,12 +234,12 @@ fn a_failure_on_the_target_halts_and_a_failure_on_an_older_one_does_not() {
     );
     assert_eq!(failed.since, Some(ts("2026-01-01T09:58:00Z")));
     assert_eq!(r.pools[1].phase, Phase::Complete);
-    assert_eq!(verdict(&r, None), Verdict::Halted);
+    assert_eq!(verdict(&r, None, None), Verdict::Halted);
     let only_b = Report {
         pools: r.pools.iter().filter(|p| p.pool == "b").cloned().collect(),
         ..r.clone()
     };
-    assert_eq!(verdict(&only_b, Some("b")), Verdict::Complete);
+    assert_eq!(verdict(&only_b, Some("b"), None), Verdict::Complete);
 
     // The next commit's config: the failure is about an older target now.
     let mut cms = old_and_new();
@@ -280,20 +280,21 @@ fn a_pool_only_published_is_pending_and_wait_leaves_it_out_unless_named() {
     assert_eq!(r.pools[1].pool, "new");
     assert_eq!(r.pools[1].phase, Phase::Pending);
     assert_eq!(r.pools[1].nodes.total, 0);
-    assert_eq!(verdict(&r, None), Verdict::Complete);
+    assert_eq!(verdict(&r, None, None), Verdict::Complete);
     let only_new = survey(
         &[],
         &[cm("kubelet-new-1", "new", "c", "2026-01-01T09:00:00Z")],
         NS,
         Some("new"),
         now(),
+        None,
     );
-    assert_eq!(verdict(&only_new, Some("new")), Verdict::Pending);
-    let nothing = survey(&[], &[], NS, Some("gone"), now());
+    assert_eq!(verdict(&only_new, Some("new"), None), Verdict::Pending);
+    let nothing = survey(&[], &[], NS, Some("gone"), now(), None);
     assert!(nothing.pools.is_empty());
-    assert_eq!(verdict(&nothing, Some("gone")), Verdict::Pending);
+    assert_eq!(verdict(&nothing, Some("gone"), None), Verdict::Pending);
     assert_eq!(
-        verdict(&survey(&[], &[], NS, None, now()), None),
+        verdict(&survey(&[], &[], NS, None, now(), None), None, None),
         Verdict::Pending
     );
 }
@@ -382,4 +383,88 @@ fn a_node_report_names_each_config_with_its_commit_and_keeps_the_last_events() {
     assert_eq!(v["lastKnownGood"]["sourcePath"], "pools/a.yaml");
     assert_eq!(v["condition"]["lastHeartbeatTime"], "2026-01-01T09:58:00Z");
     assert_eq!(v["events"][9]["type"], "Normal");
+}
+
+fn record(commit: &str, pools: &[(&str, &str, usize)]) -> RolloutRecord {
+    RolloutRecord {
+        version: crate::record::RECORD_VERSION,
+        commit: commit.into(),
+        pools: pools
+            .iter()
+            .map(|(p, cm, n)| {
+                (
+                    p.to_string(),
+                    PoolRecord {
+                        target: format!("{NS}/{cm}"),
+                        nodes: *n,
+                        phase: "Progressing".into(),
+                        hold: None,
+                    },
+                )
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn the_record_counts_the_nodes_not_reached_yet_and_names_the_new_target() {
+    // A pool's first rollout: the canary is Done, two nodes the reconciler has not
+    // reached yet carry nothing. Without the record it looks complete.
+    let nodes: Vec<NodeObs> = vec![node("a-1").pool("a").desired("kubelet-a-new").done().0];
+    let cms = old_and_new();
+    let inferred = survey(&nodes, &cms, NS, None, now(), None);
+    assert_eq!(inferred.pools[0].phase, Phase::Complete);
+    let rec = record("beef002cafe", &[("a", "kubelet-a-new", 3)]);
+    let r = survey(&nodes, &cms, NS, None, now(), Some(&rec));
+    let p = &r.pools[0];
+    assert_eq!(p.phase, Phase::Waiting, "{p:?}");
+    assert_eq!(
+        p.nodes,
+        Counts {
+            total: 3,
+            done: 1,
+            waiting: 2,
+            ..Counts::default()
+        }
+    );
+    assert_eq!(r.applied_commit.as_deref(), Some("beef002cafe"));
+    assert_eq!(verdict(&r, None, None), Verdict::Pending);
+
+    // Right after a merge: every node Done on the old config, the record names the new.
+    let nodes: Vec<NodeObs> = vec![
+        node("a-1").pool("a").desired("kubelet-a-old").done().0,
+        node("a-2").pool("a").desired("kubelet-a-old").done().0,
+    ];
+    let r = survey(&nodes, &cms, NS, None, now(), Some(&rec));
+    assert_eq!(
+        r.pools[0].config_map.as_deref(),
+        Some("kubelet-gitops/kubelet-a-new")
+    );
+    assert_ne!(r.pools[0].phase, Phase::Complete);
+    assert_eq!(verdict(&r, None, None), Verdict::Pending);
+
+    // A pool of the record that no node carries yet is waited for.
+    let rec2 = record("beef002cafe", &[("a", "kubelet-a-old", 2), ("b", "kubelet-b-1", 2)]);
+    let r = survey(&nodes, &cms, NS, None, now(), Some(&rec2));
+    let b = r.pools.iter().find(|p| p.pool == "b").expect("pool b");
+    assert_eq!(b.phase, Phase::Waiting);
+    assert_eq!(verdict(&r, None, None), Verdict::Pending);
+}
+
+#[test]
+fn wait_for_a_commit_until_the_record_applies_it() {
+    let nodes: Vec<NodeObs> = vec![node("a-1").pool("a").desired("kubelet-a-new").done().0];
+    let rec = record("beef002cafe", &[("a", "kubelet-a-new", 1)]);
+    let r = survey(&nodes, &old_and_new(), NS, None, now(), Some(&rec));
+    assert_eq!(verdict(&r, None, None), Verdict::Complete);
+    assert_eq!(verdict(&r, None, Some("beef002")), Verdict::Complete);
+    assert_eq!(verdict(&r, None, Some("beef002cafe")), Verdict::Complete);
+    assert_eq!(verdict(&r, None, Some("d00d")), Verdict::Pending, "another commit");
+    assert_eq!(verdict(&r, None, Some("")), Verdict::Pending);
+    let without = survey(&nodes, &old_and_new(), NS, None, now(), None);
+    assert_eq!(
+        verdict(&without, None, Some("beef002")),
+        Verdict::Pending,
+        "no record: the applied commit is unknown"
+    );
 }
