@@ -168,6 +168,11 @@ impl E2e {
         Ok(Some(e2e))
     }
 
+    /// The `kubelet-gitops` binary under test (for its command-line tools: `status`).
+    pub fn reconciler_binary(&self) -> &Path {
+        &self.bins.reconciler
+    }
+
     /// The scenario's directory (logs, node roots, checkpoints, repositories).
     pub fn dir(&self) -> &Path {
         &self.path

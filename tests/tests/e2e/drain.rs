@@ -182,6 +182,23 @@ async fn a_drain_waits_for_the_budget_then_cordons_evicts_and_uncordons(
     e2e.git()
         .commit_and_push("gpu: kubeAPIQPS 22, a drain-class change")
         .await?;
+    // A pipeline waits on the rollout of what it merged: `kubelet-gitops status --wait
+    // --commit` as an operator runs it, with the cluster's kubeconfig (the real API
+    // server's admin, the sim's).
+    let head = e2e.git().head().await?;
+    let mut waiter = tokio::process::Command::new(e2e.reconciler_binary())
+        .args(["status", "--wait", "--commit", &head, "--timeout", "600s", "-o", "json"])
+        .arg("--kubeconfig")
+        .arg(&e2e.kubeconfig)
+        .args(["-n", kubelet_gitops_e2e::NAMESPACE])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| E2eError::Unexpected {
+            what: "starting kubelet-gitops status --wait".into(),
+            message: e.to_string(),
+        })?;
     let targets = e2e.wait_applied().await?;
     let target = targets["gpu"].clone();
     assert_ne!(target, first.target("gpu"));
@@ -231,6 +248,11 @@ async fn a_drain_waits_for_the_budget_then_cordons_evicts_and_uncordons(
         "the budget kept {node}'s web pod"
     );
 
+    assert!(
+        waiter.try_wait().ok().flatten().is_none(),
+        "status --wait returned while the budget holds the drain"
+    );
+
     // The budget allows one disruption (the sim replaces no pod: it allows all).
     let relaxed = match backend {
         Backend::Real => json!({"spec": {"minAvailable": 1}}),
@@ -241,6 +263,34 @@ async fn a_drain_waits_for_the_budget_then_cordons_evicts_and_uncordons(
         .map_err(kube_err("relaxing the budget"))?;
     let done = e2e.wait_converged().await?;
     assert_eq!(done.target("gpu"), target);
+    let out = tokio::time::timeout(std::time::Duration::from_secs(60), waiter.wait_with_output())
+        .await
+        .map_err(|_| E2eError::Unexpected {
+            what: "status --wait".into(),
+            message: "still waiting a minute after the rollout converged".into(),
+        })?
+        .map_err(|e| E2eError::Unexpected {
+            what: "status --wait".into(),
+            message: e.to_string(),
+        })?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "status --wait: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("status -o json");
+    assert_eq!(report["appliedCommit"], head.as_str(), "{report}");
+    let gpu_status = report["pools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["pool"] == "gpu")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(gpu_status["phase"], "complete", "{report}");
+    assert_eq!(gpu_status["configMap"], target.as_str(), "{report}");
     let history = e2e.recorder().history()?;
     for n in e2e.pool_nodes("gpu") {
         assert_eq!(

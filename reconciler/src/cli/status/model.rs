@@ -4,9 +4,11 @@
 //!
 //! # What the cluster says, and what it does not
 //!
-//! The reconciler keeps no per-pool record in the cluster: a pool's rollout is what its
-//! Nodes' annotations say (the reconciler itself plans from them after a restart), and
-//! the ConfigMaps say which commit and file produced each config. So:
+//! A pool's rollout is what its Nodes' annotations say (the reconciler itself plans from
+//! them after a restart), the ConfigMaps say which commit and file produced each config,
+//! and the reconciler's rollout record ([`crate::record`]), when there is one, says the
+//! commit applied and each pool's target, size and hold: with it, a pool's target is the
+//! record's and its nodes not reached yet count as waiting. Without it:
 //!
 //! - **A pool's nodes** are the Nodes whose `kubelet-gitops.io/pool` names it. The
 //!   reconciler writes it together with desired-config, so during a pool's very first
