@@ -128,7 +128,17 @@ impl Proc {
         let err = file
             .try_clone()
             .map_err(E2eError::io(format!("opening {}", self.log.display())))?;
-        let child = Command::new(&self.program)
+        // In an empty directory of its own beside its log, never the test's (the package's
+        // directory): a process that writes or removes relative paths stays in the
+        // scenario (a real kubelet once removed the files of its working directory).
+        let mut cmd = Command::new(&self.program);
+        if let Some(dir) = self.log.parent() {
+            let cwd = dir.join(format!("cwd-{}", self.name));
+            if std::fs::create_dir_all(&cwd).is_ok() {
+                cmd.current_dir(&cwd);
+            }
+        }
+        let child = cmd
             .args(&self.args)
             .stdin(Stdio::null())
             .stdout(Stdio::from(file))

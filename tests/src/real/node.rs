@@ -353,8 +353,15 @@ impl Supervisor {
                         .open(&unit.log)
                         .map_err(|e| e.to_string())?;
                     let err = out.try_clone().map_err(|e| e.to_string())?;
-                    Command::new(&unit.kubelet)
-                        .args(&args)
+                    // A working directory of its own, empty: a v1.36 kubelet removed
+                    // the files of the directory it was started in when the drain's
+                    // pods went (the test's own: tests/Cargo.toml and README.md).
+                    let mut cmd = Command::new(&unit.kubelet);
+                    let cwd = unit.log.with_file_name("kubelet-cwd");
+                    if std::fs::create_dir_all(&cwd).is_ok() {
+                        cmd.current_dir(&cwd);
+                    }
+                    cmd.args(&args)
                         .stdin(Stdio::null())
                         .stdout(Stdio::from(out))
                         .stderr(Stdio::from(err))
