@@ -168,9 +168,45 @@ impl E2e {
         Ok(Some(e2e))
     }
 
-    /// The `kubelet-gitops` binary under test (for its command-line tools: `status`).
-    pub fn reconciler_binary(&self) -> &Path {
-        &self.bins.reconciler
+    /// Starts `kubelet-gitops status ARGS` as an operator runs it, with the cluster's
+    /// kubeconfig (the real API server's admin, the sim's) and the reconciler's
+    /// namespace; stdout and stderr piped, killed when dropped.
+    pub fn spawn_status(&self, args: &[&str]) -> Result<tokio::process::Child, E2eError> {
+        tokio::process::Command::new(&self.bins.reconciler)
+            .arg("status")
+            .args(args)
+            .arg("--kubeconfig")
+            .arg(&self.cluster.kubeconfig)
+            .args(["-n", crate::NAMESPACE])
+            .current_dir(&self.path)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| E2eError::Spawn {
+                program: self.bins.reconciler.display().to_string(),
+                source: e,
+            })
+    }
+
+    /// Waits (at most `limit`) for a [`E2e::spawn_status`] to exit; its exit code, stdout
+    /// and stderr.
+    pub async fn status_exit(
+        child: tokio::process::Child,
+        limit: Duration,
+    ) -> Result<(Option<i32>, String, String), E2eError> {
+        let out = tokio::time::timeout(limit, child.wait_with_output())
+            .await
+            .map_err(|_| E2eError::Unexpected {
+                what: "kubelet-gitops status".into(),
+                message: format!("still running after {limit:?}"),
+            })?
+            .map_err(E2eError::io("waiting for kubelet-gitops status"))?;
+        Ok((
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ))
     }
 
     /// The scenario's directory (logs, node roots, checkpoints, repositories).

@@ -134,7 +134,15 @@ async fn wait_exits_0_once_every_pool_is_complete() {
     let third = h.repo.commit("third");
     let out = status(
         &kubeconfig,
-        &["--wait", "--commit", &third[..12], "--timeout", "80s", "-o", "json"],
+        &[
+            "--wait",
+            "--commit",
+            &third[..12],
+            "--timeout",
+            "80s",
+            "-o",
+            "json",
+        ],
     )
     .await;
     assert_eq!(code(&out), Some(0), "{}", both(&out));

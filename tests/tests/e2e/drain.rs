@@ -186,19 +186,15 @@ async fn a_drain_waits_for_the_budget_then_cordons_evicts_and_uncordons(
     // --commit` as an operator runs it, with the cluster's kubeconfig (the real API
     // server's admin, the sim's).
     let head = e2e.git().head().await?;
-    let mut waiter = tokio::process::Command::new(e2e.reconciler_binary())
-        .args(["status", "--wait", "--commit", &head, "--timeout", "600s", "-o", "json"])
-        .arg("--kubeconfig")
-        .arg(&e2e.kubeconfig)
-        .args(["-n", kubelet_gitops_e2e::NAMESPACE])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| E2eError::Unexpected {
-            what: "starting kubelet-gitops status --wait".into(),
-            message: e.to_string(),
-        })?;
+    let mut waiter = e2e.spawn_status(&[
+        "--wait",
+        "--commit",
+        &head,
+        "--timeout",
+        "600s",
+        "-o",
+        "json",
+    ])?;
     let targets = e2e.wait_applied().await?;
     let target = targets["gpu"].clone();
     assert_ne!(target, first.target("gpu"));
@@ -263,23 +259,9 @@ async fn a_drain_waits_for_the_budget_then_cordons_evicts_and_uncordons(
         .map_err(kube_err("relaxing the budget"))?;
     let done = e2e.wait_converged().await?;
     assert_eq!(done.target("gpu"), target);
-    let out = tokio::time::timeout(std::time::Duration::from_secs(60), waiter.wait_with_output())
-        .await
-        .map_err(|_| E2eError::Unexpected {
-            what: "status --wait".into(),
-            message: "still waiting a minute after the rollout converged".into(),
-        })?
-        .map_err(|e| E2eError::Unexpected {
-            what: "status --wait".into(),
-            message: e.to_string(),
-        })?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "status --wait: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (code, stdout, stderr) =
+        E2e::status_exit(waiter, std::time::Duration::from_secs(60)).await?;
+    assert_eq!(code, Some(0), "status --wait: {stdout}\n{stderr}");
     let report: serde_json::Value = serde_json::from_str(&stdout).expect("status -o json");
     assert_eq!(report["appliedCommit"], head.as_str(), "{report}");
     let gpu_status = report["pools"]

@@ -43,6 +43,10 @@ async fn a_config_the_kubelet_cannot_start_with_is_rolled_back_and_halts_the_poo
     e2e.git()
         .commit_and_push("general: podLogsDir where a file is")
         .await?;
+    // A pipeline waiting on what it merged hears of the halt: exit 1.
+    let head = e2e.git().head().await?;
+    let waiter =
+        e2e.spawn_status(&["general", "--wait", "--commit", &head, "--timeout", "600s"])?;
     let bad = e2e.wait_applied().await?["general"].clone();
     assert_ne!(bad, good_general);
 
@@ -83,6 +87,10 @@ async fn a_config_the_kubelet_cannot_start_with_is_rolled_back_and_halts_the_poo
     // The pool halts on it, and says which node failed.
     let pool = e2e.wait_pool_phase("general", "Halted").await?;
     assert!(pool["failed"].to_string().contains("general-3"), "{pool}");
+    let (code, stdout, stderr) =
+        E2e::status_exit(waiter, std::time::Duration::from_secs(60)).await?;
+    assert_eq!(code, Some(1), "status --wait on a halt: {stdout}\n{stderr}");
+    assert!(stdout.contains("halted"), "{stdout}");
     assert_eq!(
         e2e.metric("kubelet_gitops_pool_phase{pool=\"general\",phase=\"Halted\"}")
             .await?,

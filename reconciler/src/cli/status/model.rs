@@ -322,9 +322,9 @@ fn pool_status_of_nodes(
     let recorded = rec.and_then(|r| r.target.parse::<ConfigRef>().ok());
     let target = recorded.or_else(|| {
         members
-        .iter()
-        .filter_map(|n| n.ann(DESIRED_CONFIG)?.parse::<ConfigRef>().ok())
-        .filter(|r| matches!(r, ConfigRef::ConfigMap { namespace: ns, .. } if ns == namespace))
+            .iter()
+            .filter_map(|n| n.ann(DESIRED_CONFIG)?.parse::<ConfigRef>().ok())
+            .filter(|r| matches!(r, ConfigRef::ConfigMap { namespace: ns, .. } if ns == namespace))
             .max_by_key(|r| {
                 let name = r.configmap_name().unwrap_or_default().to_string();
                 (cms.get(name.as_str()).and_then(|c| c.created), name)

@@ -444,7 +444,10 @@ fn the_record_counts_the_nodes_not_reached_yet_and_names_the_new_target() {
     assert_eq!(verdict(&r, None, None), Verdict::Pending);
 
     // A pool of the record that no node carries yet is waited for.
-    let rec2 = record("beef002cafe", &[("a", "kubelet-a-old", 2), ("b", "kubelet-b-1", 2)]);
+    let rec2 = record(
+        "beef002cafe",
+        &[("a", "kubelet-a-old", 2), ("b", "kubelet-b-1", 2)],
+    );
     let r = survey(&nodes, &cms, NS, None, now(), Some(&rec2));
     let b = r.pools.iter().find(|p| p.pool == "b").expect("pool b");
     assert_eq!(b.phase, Phase::Waiting);
@@ -459,7 +462,11 @@ fn wait_for_a_commit_until_the_record_applies_it() {
     assert_eq!(verdict(&r, None, None), Verdict::Complete);
     assert_eq!(verdict(&r, None, Some("beef002")), Verdict::Complete);
     assert_eq!(verdict(&r, None, Some("beef002cafe")), Verdict::Complete);
-    assert_eq!(verdict(&r, None, Some("d00d")), Verdict::Pending, "another commit");
+    assert_eq!(
+        verdict(&r, None, Some("d00d")),
+        Verdict::Pending,
+        "another commit"
+    );
     assert_eq!(verdict(&r, None, Some("")), Verdict::Pending);
     let without = survey(&nodes, &old_and_new(), NS, None, now(), None);
     assert_eq!(
