@@ -296,7 +296,7 @@ fn main() {
         fleet.upsert_meta(&meta, Instant::now());
     }
     let started = Instant::now();
-    let plan = fleet.plan(jiff::Timestamp::UNIX_EPOCH);
+    let plan = fleet.plan(jiff::Timestamp::UNIX_EPOCH, &Default::default());
     let first_plan = started.elapsed();
     assert!(
         plan.actions.is_empty(),
@@ -370,7 +370,7 @@ fn main() {
     let started = Instant::now();
     let rounds = 100;
     for _ in 0..rounds {
-        black_box(fleet.plan(jiff::Timestamp::UNIX_EPOCH));
+        black_box(fleet.plan(jiff::Timestamp::UNIX_EPOCH, &Default::default()));
     }
     let d = each(started.elapsed(), rounds);
     rows.push(("plan, nothing changed".into(), format!("{d:.2?}")));
@@ -381,7 +381,7 @@ fn main() {
         let mut n = node_json(i * 7, pools);
         n["metadata"]["annotations"][STATE] = json!("Verifying");
         assert!(fleet.upsert_meta(&meta_of(&n), Instant::now()));
-        black_box(fleet.plan(jiff::Timestamp::UNIX_EPOCH));
+        black_box(fleet.plan(jiff::Timestamp::UNIX_EPOCH, &Default::default()));
     }
     let d = each(started.elapsed(), rounds);
     rows.push(("agent report (1 node) + plan".into(), format!("{d:.2?}")));
@@ -393,7 +393,7 @@ fn main() {
         n["metadata"]["labels"]["eks.amazonaws.com/nodegroup"] =
             json!(pool_name((i * 13 + 1) % pools));
         assert!(fleet.upsert_meta(&meta_of(&n), Instant::now()));
-        black_box(fleet.plan(jiff::Timestamp::UNIX_EPOCH));
+        black_box(fleet.plan(jiff::Timestamp::UNIX_EPOCH, &Default::default()));
     }
     let d = each(started.elapsed(), rounds);
     rows.push((
@@ -406,7 +406,7 @@ fn main() {
     for i in 0..rounds {
         versions[i % pools] += 1;
         fleet.set_pools(NS, &targets(&specs, &versions));
-        let plan = fleet.plan(jiff::Timestamp::UNIX_EPOCH);
+        let plan = fleet.plan(jiff::Timestamp::UNIX_EPOCH, &Default::default());
         assert!(!plan.actions.is_empty());
     }
     let d = each(started.elapsed(), rounds);
@@ -423,7 +423,7 @@ fn main() {
         .insert("team".into(), "team-0".into());
     let started = Instant::now();
     fleet.set_pools(NS, &targets(&respecs, &versions));
-    black_box(fleet.plan(jiff::Timestamp::UNIX_EPOCH));
+    black_box(fleet.plan(jiff::Timestamp::UNIX_EPOCH, &Default::default()));
     rows.push((
         "new commit, a selector changed: place all + plan all".into(),
         format!("{:.2?}", started.elapsed()),

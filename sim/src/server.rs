@@ -246,6 +246,25 @@ async fn resource_request(st: AppState, t: Target, req: Request) -> Response {
         }
     };
     let resp = serve(&st, &t, verb, &params, &parts.headers, body).await;
+    // A create names its object in the body: the log takes the name from the created
+    // object, as the API server's audit log fills objectRef.name.
+    if verb == "create" && t.name.is_none() && resp.status() == StatusCode::CREATED {
+        let (rparts, rbody) = resp.into_parts();
+        let bytes = axum::body::to_bytes(rbody, usize::MAX)
+            .await
+            .unwrap_or_default();
+        let name = serde_json::from_slice::<serde_json::Value>(&bytes)
+            .ok()
+            .and_then(|v| v.pointer("/metadata/name")?.as_str().map(str::to_string));
+        let resp = Response::from_parts(rparts, axum::body::Body::from(bytes));
+        let t = Target {
+            rt: t.rt,
+            ns: t.ns,
+            name,
+            sub: t.sub,
+        };
+        return logged(&st, &t, verb, &resource, user_agent, resp);
+    }
     logged(&st, &t, verb, &resource, user_agent, resp)
 }
 

@@ -125,8 +125,8 @@ struct NodeStatusArgs {
 #[derive(Debug, Args)]
 struct ClusterArgs {
     /// The kubeconfig to read the cluster with. Default: $KUBECONFIG, ~/.kube/config,
-    /// else the in-cluster service account. Needs get, list and watch on nodes, list and
-    /// watch on configmaps in --namespace, list on events in `default` (status node).
+    /// else the in-cluster service account. Needs get, list and watch on nodes, get, list
+    /// and watch on configmaps in --namespace, list on events in `default` (status node).
     #[arg(long, value_name = "FILE", env = "KUBELET_GITOPS_KUBECONFIG")]
     kubeconfig: Option<PathBuf>,
     /// The kubeconfig context to use. Default: its current context.

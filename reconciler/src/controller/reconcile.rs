@@ -477,7 +477,8 @@ impl Reconciler {
             resource: "configmaps",
             name: RECORD_NAME,
         };
-        // An unconditional update (the leader is its only writer), created when absent.
+        // An unconditional update (the leader is its only writer), created when absent
+        // (only the first write in the cluster's life finds it so).
         let result = retrying(call, &self.retry, &self.metrics, || async {
             match api.replace(RECORD_NAME, &Default::default(), &cm).await {
                 Err(kube::Error::Api(s)) if s.code == 404 => {

@@ -178,6 +178,21 @@ fn rollout_diff(
         waves(old.waves.as_ref()),
         waves(new.waves.as_ref()),
     );
+    push(
+        &join_key(prefix, "drain"),
+        old.drain.mode.to_string(),
+        new.drain.mode.to_string(),
+    );
+    push(
+        &join_key(prefix, "drainTimeout"),
+        d(old.drain.timeout),
+        d(new.drain.timeout),
+    );
+    push(
+        &join_key(prefix, "drainForce"),
+        old.drain.force.to_string(),
+        new.drain.force.to_string(),
+    );
 }
 
 /// `drain only: Sat,Sun 22:00 Europe/Berlin for 6h`, or `(none)`.

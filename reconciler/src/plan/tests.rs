@@ -873,6 +873,8 @@ fn the_plan_shows_a_pools_waves_and_windows_and_whether_the_change_waits() {
         md.contains("after `drainTimeout` 1h deletes the pods left (`drainForce: true`)."),
         "{md}"
     );
+    assert!(md.contains("rollout.drainTimeout: 30m -> 1h"), "{md}");
+    assert!(md.contains("rollout.drainForce: false -> true"), "{md}");
 }
 
 #[test]

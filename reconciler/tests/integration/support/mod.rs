@@ -210,11 +210,19 @@ impl Harness {
             .items
     }
 
-    /// Every ConfigMap in [`NS`], as stored.
+    /// Every published ConfigMap in [`NS`] (the managed-by label's), as stored: the
+    /// rollout record aside.
     pub fn configmaps(&self) -> Vec<Value> {
         self.sim
             .store()
-            .list(kinds::configmaps(), Some(NS), &ListOptions::default())
+            .list(
+                kinds::configmaps(),
+                Some(NS),
+                &ListOptions {
+                    label_selector: Some(reconciler::publish::managed_selector()),
+                    ..ListOptions::default()
+                },
+            )
             .unwrap()
             .items
     }
@@ -699,10 +707,20 @@ pub fn accepted_write(e: &LogEntry) -> bool {
         && (200..300).contains(&e.status)
 }
 
-/// Accepted writes by reconcilers: (verb, resource) to count.
+/// Whether `e` is about the reconciler's rollout record (reconciler/src/record.rs), not a
+/// published config.
+pub fn is_record(e: &LogEntry) -> bool {
+    e.resource == "configmaps" && e.name.as_deref() == Some(reconciler::record::RECORD_NAME)
+}
+
+/// Accepted writes by reconcilers: (verb, resource) to count; the rollout record's aside
+/// ([`record_writes`]).
 pub fn reconciler_writes(entries: &[LogEntry]) -> BTreeMap<(String, String), usize> {
     let mut out = BTreeMap::new();
-    for e in entries.iter().filter(|e| accepted_write(e)) {
+    for e in entries
+        .iter()
+        .filter(|e| accepted_write(e) && !is_record(e))
+    {
         if matches!(writer(e), Writer::Reconciler(_)) {
             *out.entry((e.verb.clone(), e.resource.clone())).or_default() += 1;
         }
