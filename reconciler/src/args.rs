@@ -377,8 +377,8 @@ pub struct RunArgs {
     /// A file holding the forge token, read at every request (a rotated Secret is picked
     /// up). GitHub: "Commit statuses: write" (and "Pull requests: write" for --comment);
     /// GitLab: the api scope; Gitea: write:repository (and write:issue for --comment);
-    /// Bitbucket Cloud: an access token with repository:write (and pullrequest:write),
-    /// or USER:APP_PASSWORD in the file (sent as Basic); Bitbucket Data Center: an HTTP
+    /// Bitbucket Cloud: an access token with repository:write (and pullrequest for
+    /// --review, pullrequest:write for --comment), or USER:APP_PASSWORD in the file (sent as Basic); Bitbucket Data Center: an HTTP
     /// access token with Repository write (sent as Bearer), or USER:PASSWORD; Azure
     /// DevOps: a personal access token with Code (status), and Code (read & write) for
     /// --comment (sent as Basic).
