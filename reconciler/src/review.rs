@@ -97,6 +97,18 @@ pub fn request_number(refname: &str) -> Option<u64> {
     number.parse().ok()
 }
 
+/// Whether the open pull requests are to be listed again, given how long ago and with
+/// which fetched branches they were listed last (`None`: never): when a branch moved,
+/// appeared or went, or [`LIST_INTERVAL`] has passed. Not at every change of the
+/// controller's state (a rollout changes it at every node), which would spend the
+/// forge's rate limit on listings that find nothing new. Pure.
+pub fn listing_due(
+    last: Option<(Duration, &BTreeMap<String, String>)>,
+    branches: &BTreeMap<String, String>,
+) -> bool {
+    last.is_none_or(|(ago, listed_with)| listed_with != branches || ago >= LIST_INTERVAL)
+}
+
 /// Why a listed pull request is not reviewed now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NotReviewed {
@@ -447,6 +459,8 @@ impl Reviewer {
         mut sync: watch::Receiver<SyncState>,
     ) {
         let lists = self.writer.backend().lists_pull_requests();
+        // When the pull requests were listed last, and the branches then.
+        let mut last_listing: Option<(tokio::time::Instant, BTreeMap<String, String>)> = None;
         loop {
             let (ready, applied) = {
                 let s = sync.borrow_and_update();
@@ -458,8 +472,18 @@ impl Reviewer {
             if ready {
                 if !lists {
                     self.round(current, applied).await;
-                } else if let Some(listed) = self.listed(&current).await {
-                    self.round(listed, applied).await;
+                } else if listing_due(
+                    last_listing
+                        .as_ref()
+                        .map(|(at, branches)| (at.elapsed(), branches)),
+                    &current,
+                ) {
+                    // Also after a failed listing: it is tried again with the next
+                    // branch change or interval, not at every state of a rollout.
+                    last_listing = Some((tokio::time::Instant::now(), current.clone()));
+                    if let Some(listed) = self.listed(&current).await {
+                        self.round(listed, applied).await;
+                    }
                 }
             }
             let stop = self.stop.clone();
@@ -752,6 +776,34 @@ mod tests {
         assert_eq!(
             heads.keys().collect::<Vec<_>>(),
             ["refs/bitbucket/pull/9/head"]
+        );
+    }
+
+    #[test]
+    fn pull_requests_are_listed_when_a_branch_moves_or_the_interval_passed() {
+        let branches = |commit: &str| -> BTreeMap<String, String> {
+            [(
+                "refs/bitbucket/heads/feature".to_string(),
+                commit.to_string(),
+            )]
+            .into_iter()
+            .collect()
+        };
+        let (a, b) = (branches("a"), branches("b"));
+        assert!(listing_due(None, &a), "never listed");
+        let second = Duration::from_secs(1);
+        assert!(
+            !listing_due(Some((second, &a)), &a),
+            "a rollout's state change"
+        );
+        assert!(listing_due(Some((second, &a)), &b), "a branch moved");
+        assert!(
+            listing_due(Some((second, &a)), &BTreeMap::new()),
+            "a branch went"
+        );
+        assert!(
+            listing_due(Some((LIST_INTERVAL, &a)), &a),
+            "the interval passed"
         );
     }
 

@@ -677,7 +677,8 @@ async fn bitbucket_cloud_pull_requests_are_reviewed_from_the_api_listing() {
         .iter()
         .filter(|r| r.path.contains("/pullrequests?state=OPEN"))
         .count();
-    assert!(listings >= 2, "{listings} listings");
+    // Listed when ready, then when the branch moved: not at each state of the rollout.
+    assert!((2..=4).contains(&listings), "{listings} listings");
     assert!(forge.violations().is_empty(), "{:#?}", forge.violations());
     assert_eq!(
         r.sync_state().borrow().applied.as_ref().unwrap().commit,
