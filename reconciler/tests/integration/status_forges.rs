@@ -1092,7 +1092,7 @@ async fn bitbucket_cloud_lists_open_pull_requests_page_by_page() {
     let mut prs: Vec<OpenPullRequest> = (1..=52)
         .map(|id| OpenPullRequest::new(id, &format!("feature-{id}"), SHA, "main"))
         .collect();
-    prs.push(OpenPullRequest::new(53, "main", SHA, "main").from_fork("someone/cluster-config"));
+    prs.push(OpenPullRequest::new(53, "main", SHA, "main").in_fork("someone/cluster-config"));
     prs.push(OpenPullRequest::new(54, "hotfix", SHA, "staging"));
     s.server.set_pull_requests(prs);
 

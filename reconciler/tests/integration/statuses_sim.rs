@@ -582,8 +582,7 @@ async fn bitbucket_cloud_pull_requests_are_reviewed_from_the_api_listing() {
         [
             OpenPullRequest::new(7, "feature/gpu", head, "main"),
             OpenPullRequest::new(8, "feature/gpu", head, "staging"),
-            OpenPullRequest::new(9, "main", fork_commit, "main")
-                .from_fork("someone/cluster-config"),
+            OpenPullRequest::new(9, "main", fork_commit, "main").in_fork("someone/cluster-config"),
         ]
     };
     forge.set_pull_requests(listing(&head1));

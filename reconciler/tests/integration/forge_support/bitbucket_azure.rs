@@ -94,7 +94,7 @@ impl OpenPullRequest {
     }
 
     /// The same from a fork, `repository`.
-    pub fn from_fork(mut self, repository: &str) -> OpenPullRequest {
+    pub fn in_fork(mut self, repository: &str) -> OpenPullRequest {
         self.source_repository = repository.to_string();
         self
     }
