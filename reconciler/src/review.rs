@@ -11,8 +11,8 @@
 //!   Data Center, [`AZURE_PULL_REFSPEC`](crate::status::AZURE_PULL_REFSPEC), the merge,
 //!   on Azure DevOps). Bitbucket Cloud publishes none: the git source fetches every
 //!   branch ([`BITBUCKET_CLOUD_BRANCHES_REFSPEC`](crate::status::BITBUCKET_CLOUD_BRANCHES_REFSPEC)),
-//!   the open pull requests are listed through its API at each round and every
-//!   [`LIST_INTERVAL`], and each one into the followed branch from a branch of the same
+//!   the open pull requests are listed through its API when a branch moved and every
+//!   [`LIST_INTERVAL`] ([`listing_due`]), and each one into the followed branch from a branch of the same
 //!   repository is reviewed as the head `refs/bitbucket/pull/<id>/head`: its source
 //!   branch's commit, once it is the commit the API names ([`listed_heads`]).
 //!   A head is reviewed when its ref is new or points at another commit than when it was
@@ -452,7 +452,7 @@ impl Reviewer {
     /// change, until stopped. Waits until this replica writes and the commit the cluster
     /// is on is known ([`base_known`]), so that every head is compared with it. On a forge
     /// that lists its pull requests (Bitbucket Cloud), `heads` are its branches: the pull
-    /// requests are listed at each round, and every [`LIST_INTERVAL`] too.
+    /// requests are listed when they moved, and every [`LIST_INTERVAL`] ([`listing_due`]).
     pub(crate) async fn run(
         mut self,
         mut heads: watch::Receiver<BTreeMap<String, String>>,
