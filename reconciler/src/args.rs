@@ -39,8 +39,8 @@ pub enum StatusBackendKind {
     GitLab,
     /// Gitea or Forgejo commit statuses.
     Gitea,
-    /// Bitbucket Cloud build statuses (bitbucket.org). No --review: Bitbucket Cloud
-    /// publishes no pull-request refs.
+    /// Bitbucket Cloud build statuses (bitbucket.org). With --review, the open pull
+    /// requests come from its API (it publishes no pull-request refs).
     #[value(name = "bitbucket-cloud")]
     BitbucketCloud,
     /// Bitbucket Data Center (or Server) build statuses.
@@ -377,8 +377,8 @@ pub struct RunArgs {
     /// A file holding the forge token, read at every request (a rotated Secret is picked
     /// up). GitHub: "Commit statuses: write" (and "Pull requests: write" for --comment);
     /// GitLab: the api scope; Gitea: write:repository (and write:issue for --comment);
-    /// Bitbucket Cloud: an access token with repository:write (and pullrequest:write),
-    /// or USER:APP_PASSWORD in the file (sent as Basic); Bitbucket Data Center: an HTTP
+    /// Bitbucket Cloud: an access token with repository:write (and pullrequest for
+    /// --review, pullrequest:write for --comment), or USER:APP_PASSWORD in the file (sent as Basic); Bitbucket Data Center: an HTTP
     /// access token with Repository write (sent as Bearer), or USER:PASSWORD; Azure
     /// DevOps: a personal access token with Code (status), and Code (read & write) for
     /// --comment (sent as Basic).
@@ -402,10 +402,11 @@ pub struct RunArgs {
     /// Also fetch pull-request heads (refs/pull/*/head on GitHub and Gitea,
     /// refs/merge-requests/*/head on GitLab, both with notes,
     /// refs/pull-requests/*/from on Bitbucket Data Center, refs/pull/*/merge on Azure
-    /// DevOps, which publishes only the merge), plan each new or moved head against the
-    /// applied commit of the branch (from their merge base) for the cluster's nodes, and
-    /// post a kubelet-gitops/plan status on it. Nothing of a pull request is ever
-    /// applied. Not with bitbucket-cloud: Bitbucket Cloud publishes no pull-request refs.
+    /// DevOps, which publishes only the merge; on Bitbucket Cloud, which publishes none,
+    /// every branch, and the open pull requests into the followed branch from its API),
+    /// plan each new or moved head against the applied commit of the branch (from their
+    /// merge base) for the cluster's nodes, and post a kubelet-gitops/plan status on it.
+    /// Nothing of a pull request is ever applied.
     #[arg(long, env = "KUBELET_GITOPS_REVIEW", help_heading = "Commit statuses")]
     pub review: bool,
 
@@ -512,11 +513,6 @@ pub enum ArgsError {
     ReviewWithoutBackend,
     #[error("--comment needs a forge backend: {backend} has no pull requests")]
     CommentWithoutForge { backend: &'static str },
-    #[error(
-        "--review cannot work with {backend}: Bitbucket Cloud publishes no pull-request refs \
-         to fetch heads from (statuses on the branch's commits work)"
-    )]
-    ReviewWithoutRefs { backend: &'static str },
     #[error(
         "--require-signed-commits needs the trusted keys: --allowed-signers FILE (ssh \
          signatures) and/or --trusted-keys FILE (OpenPGP)"
@@ -965,9 +961,6 @@ fn status_config(
     if review && kind == StatusBackendKind::None {
         return Err(ArgsError::ReviewWithoutBackend);
     }
-    if review && kind == StatusBackendKind::BitbucketCloud {
-        return Err(ArgsError::ReviewWithoutRefs { backend: name });
-    }
     if comment && matches!(kind, StatusBackendKind::Notes | StatusBackendKind::None) {
         return Err(ArgsError::CommentWithoutForge { backend: name });
     }
@@ -1232,17 +1225,20 @@ mod tests {
             (bb.api_url.as_str(), bb.workspace.as_str(), bb.repo.as_str()),
             ("https://api.bitbucket.org/2.0", "acme", "fleet")
         );
-        assert!(c.status.backend.review_refspecs().is_empty());
+        let c = config(&[
+            "--status-backend",
+            "bitbucket-cloud",
+            "--forge-repo",
+            "acme/fleet",
+            "--review",
+            "--comment",
+        ])
+        .unwrap()
+        .unwrap();
+        assert!(c.status.review && c.status.comment);
         assert_eq!(
-            err(&[
-                "--status-backend",
-                "bitbucket-cloud",
-                "--forge-repo",
-                "acme/fleet",
-                "--review"
-            ]),
-            "--review cannot work with bitbucket-cloud: Bitbucket Cloud publishes no \
-             pull-request refs to fetch heads from (statuses on the branch's commits work)"
+            c.status.backend.review_refspecs(),
+            ["+refs/heads/*:refs/bitbucket/heads/*"]
         );
 
         let dc = [

@@ -9,7 +9,12 @@
 //!   [`MERGE_REQUEST_REFSPEC`](crate::status::MERGE_REQUEST_REFSPEC) on GitLab,
 //!   [`BITBUCKET_PULL_REFSPEC`](crate::status::BITBUCKET_PULL_REFSPEC) on Bitbucket
 //!   Data Center, [`AZURE_PULL_REFSPEC`](crate::status::AZURE_PULL_REFSPEC), the merge,
-//!   on Azure DevOps; Bitbucket Cloud publishes none).
+//!   on Azure DevOps). Bitbucket Cloud publishes none: the git source fetches every
+//!   branch ([`BITBUCKET_CLOUD_BRANCHES_REFSPEC`](crate::status::BITBUCKET_CLOUD_BRANCHES_REFSPEC)),
+//!   the open pull requests are listed through its API when a branch moved and every
+//!   [`LIST_INTERVAL`] ([`listing_due`]), and each one into the followed branch from a branch of the same
+//!   repository is reviewed as the head `refs/bitbucket/pull/<id>/head`: its source
+//!   branch's commit, once it is the commit the API names ([`listed_heads`]).
 //!   A head is reviewed when its ref is new or points at another commit than when it was
 //!   last reviewed; the memory of what was reviewed is in memory only, so a restart
 //!   reviews every head once more (the status writer sends nothing the forge already
@@ -34,7 +39,7 @@
 //! [`prepare`] (blocking: git and rendering) and [`review`] (pure) are separate from the
 //! task ([`Reviewer`]) that posts.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -49,11 +54,30 @@ use crate::model::NodeInfo;
 use crate::plan;
 use crate::render::{RenderOptions, RenderedRepo, RepoError, render_repo};
 use crate::state::SyncState;
-use crate::status::{CommitStatus, PLAN_CONTEXT, StatusState, StatusWriter, count_delivery};
+use crate::status::{
+    CommitStatus, PLAN_CONTEXT, PullRequest, StatusState, StatusWriter, count_delivery,
+};
+
+/// How often the open pull requests of a forge that publishes no pull-request refs
+/// (Bitbucket Cloud) are listed again when no branch moved: a pull request opened on a
+/// branch pushed earlier is reviewed within this (the default poll interval).
+pub const LIST_INTERVAL: Duration = Duration::from_secs(30);
+
+/// Where the git source keeps Bitbucket Cloud's branches
+/// ([`BITBUCKET_CLOUD_BRANCHES_REFSPEC`](crate::status::BITBUCKET_CLOUD_BRANCHES_REFSPEC)).
+const BITBUCKET_BRANCHES: &str = "refs/bitbucket/heads/";
+
+/// The name a Bitbucket Cloud pull request's head is reviewed under:
+/// `refs/bitbucket/pull/<id>/head`. Not a ref in the cache: the commit is its source
+/// branch's.
+pub fn bitbucket_pull_ref(id: u64) -> String {
+    format!("refs/bitbucket/pull/{id}/head")
+}
 
 /// The pull- or merge-request number of a head ref: `refs/pull/7/head` (GitHub, Gitea),
 /// `refs/merge-requests/7/head` (GitLab), `refs/pull-requests/7/from` (Bitbucket Data
-/// Center) and `refs/pull/7/merge` (Azure DevOps, which publishes only the merge) are 7.
+/// Center), `refs/pull/7/merge` (Azure DevOps, which publishes only the merge) and
+/// `refs/bitbucket/pull/7/head` (Bitbucket Cloud, [`bitbucket_pull_ref`]) are 7.
 /// Any other ref is not a request head. Only the refs of the configured forge are
 /// fetched ([`review_refspecs`](crate::status::StatusBackendConfig::review_refspecs)),
 /// so GitHub's `refs/pull/7/merge` never reaches here.
@@ -63,6 +87,7 @@ pub fn request_number(refname: &str) -> Option<u64> {
         ("refs/merge-requests/", "/head"),
         ("refs/pull-requests/", "/from"),
         ("refs/pull/", "/merge"),
+        ("refs/bitbucket/pull/", "/head"),
     ]
     .iter()
     .find_map(|(prefix, suffix)| refname.strip_prefix(prefix)?.strip_suffix(suffix))?;
@@ -70,6 +95,97 @@ pub fn request_number(refname: &str) -> Option<u64> {
         return None;
     }
     number.parse().ok()
+}
+
+/// Whether the open pull requests are to be listed again, given how long ago and with
+/// which fetched branches they were listed last (`None`: never): when a branch moved,
+/// appeared or went, or [`LIST_INTERVAL`] has passed. Not at every change of the
+/// controller's state (a rollout changes it at every node), which would spend the
+/// forge's rate limit on listings that find nothing new. Pure.
+pub fn listing_due(
+    last: Option<(Duration, &BTreeMap<String, String>)>,
+    branches: &BTreeMap<String, String>,
+) -> bool {
+    last.is_none_or(|(ago, listed_with)| listed_with != branches || ago >= LIST_INTERVAL)
+}
+
+/// Why a listed pull request is not reviewed now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotReviewed {
+    /// It is into another branch than the one followed: its plan against this branch's
+    /// cluster would mislead.
+    OtherBranch { destination: String },
+    /// Its source branch is in another repository (a fork), whose commits the git source
+    /// does not fetch.
+    Fork { repository: String },
+    /// Its source branch is not in the cache (yet): the next poll fetches it.
+    NotFetched { branch: String },
+    /// The cache holds another commit of its source branch than the API names (the
+    /// branch moved between the listing and the poll): reviewed once they agree.
+    Moved { listed: String, fetched: String },
+}
+
+/// The heads to review on a forge that lists its pull requests instead of publishing
+/// refs (Bitbucket Cloud): each open pull request into `branch` from a branch of the same
+/// repository, as [`bitbucket_pull_ref`] to the commit of its source branch in
+/// `branches` (the fetched refs, `refs/bitbucket/heads/<name>` to commit), when that
+/// commit is the one the API names (Bitbucket gives 12 hex digits, a prefix of it); and
+/// why each other one is not reviewed. Pure.
+pub fn listed_heads(
+    prs: &[PullRequest],
+    branches: &BTreeMap<String, String>,
+    branch: &str,
+) -> (BTreeMap<String, String>, Vec<(u64, NotReviewed)>) {
+    let mut heads = BTreeMap::new();
+    let mut skipped = Vec::new();
+    for pr in prs {
+        if pr.destination_branch != branch {
+            skipped.push((
+                pr.id,
+                NotReviewed::OtherBranch {
+                    destination: pr.destination_branch.clone(),
+                },
+            ));
+            continue;
+        }
+        if !pr.same_repository {
+            skipped.push((
+                pr.id,
+                NotReviewed::Fork {
+                    repository: pr.source_repository.clone(),
+                },
+            ));
+            continue;
+        }
+        let Some(fetched) = branches.get(&format!("{BITBUCKET_BRANCHES}{}", pr.source_branch))
+        else {
+            skipped.push((
+                pr.id,
+                NotReviewed::NotFetched {
+                    branch: pr.source_branch.clone(),
+                },
+            ));
+            continue;
+        };
+        let listed = pr.source_commit.to_ascii_lowercase();
+        // A prefix of at least 7 hex digits, as git abbreviates; an empty or odd one
+        // matches nothing.
+        let agrees = listed.len() >= 7
+            && listed.bytes().all(|b| b.is_ascii_hexdigit())
+            && fetched.starts_with(&listed);
+        if !agrees {
+            skipped.push((
+                pr.id,
+                NotReviewed::Moved {
+                    listed,
+                    fetched: fetched.clone(),
+                },
+            ));
+            continue;
+        }
+        heads.insert(bitbucket_pull_ref(pr.id), fetched.clone());
+    }
+    (heads, skipped)
 }
 
 /// The heads of `now` that are new or moved since `seen` (ref name to commit), in ref
@@ -307,6 +423,8 @@ pub(crate) struct Reviewer {
     stop: CancellationToken,
     /// Ref name to the commit last reviewed.
     seen: BTreeMap<String, String>,
+    /// Pull requests from forks already said to be skipped (said once each).
+    told_forks: BTreeSet<u64>,
 }
 
 impl Reviewer {
@@ -326,17 +444,23 @@ impl Reviewer {
             nodes,
             stop,
             seen: BTreeMap::new(),
+            told_forks: BTreeSet::new(),
         }
     }
 
     /// Reviews new and moved heads of `heads` whenever they or the controller's state
     /// change, until stopped. Waits until this replica writes and the commit the cluster
-    /// is on is known ([`base_known`]), so that every head is compared with it.
+    /// is on is known ([`base_known`]), so that every head is compared with it. On a forge
+    /// that lists its pull requests (Bitbucket Cloud), `heads` are its branches: the pull
+    /// requests are listed when they moved, and every [`LIST_INTERVAL`] ([`listing_due`]).
     pub(crate) async fn run(
         mut self,
         mut heads: watch::Receiver<BTreeMap<String, String>>,
         mut sync: watch::Receiver<SyncState>,
     ) {
+        let lists = self.writer.backend().lists_pull_requests();
+        // When the pull requests were listed last, and the branches then.
+        let mut last_listing: Option<(tokio::time::Instant, BTreeMap<String, String>)> = None;
         loop {
             let (ready, applied) = {
                 let s = sync.borrow_and_update();
@@ -346,7 +470,21 @@ impl Reviewer {
             // Marked seen even when not ready, or `changed()` would wake at once again.
             let current = heads.borrow_and_update().clone();
             if ready {
-                self.round(current, applied).await;
+                if !lists {
+                    self.round(current, applied).await;
+                } else if listing_due(
+                    last_listing
+                        .as_ref()
+                        .map(|(at, branches)| (at.elapsed(), branches)),
+                    &current,
+                ) {
+                    // Also after a failed listing: it is tried again with the next
+                    // branch change or interval, not at every state of a rollout.
+                    last_listing = Some((tokio::time::Instant::now(), current.clone()));
+                    if let Some(listed) = self.listed(&current).await {
+                        self.round(listed, applied).await;
+                    }
+                }
             }
             let stop = self.stop.clone();
             tokio::select! {
@@ -354,8 +492,65 @@ impl Reviewer {
                 () = stop.cancelled() => return,
                 changed = heads.changed() => if changed.is_err() { return },
                 changed = sync.changed() => if changed.is_err() { return },
+                () = tokio::time::sleep(LIST_INTERVAL), if lists => {}
             }
         }
+    }
+
+    /// The heads of the open pull requests the forge lists ([`listed_heads`]) among the
+    /// fetched `branches`; `None` when they cannot be listed now (the forge is held, or
+    /// failed: logged), so that nothing is forgotten or reviewed this round.
+    async fn listed(
+        &mut self,
+        branches: &BTreeMap<String, String>,
+    ) -> Option<BTreeMap<String, String>> {
+        let prs = match self.writer.open_pull_requests().await {
+            Ok(Some(prs)) => prs,
+            Ok(None) => {
+                tracing::debug!("the forge is held; the pull requests are listed after the hold");
+                return None;
+            }
+            Err(e) => {
+                tracing::warn!(
+                    error = %error_chain(&e),
+                    "cannot list the open pull requests; listed again at the next round"
+                );
+                return None;
+            }
+        };
+        let (heads, skipped) = listed_heads(&prs, branches, &self.config.branch);
+        for (request, why) in skipped {
+            match why {
+                NotReviewed::Fork { repository } => {
+                    if self.told_forks.insert(request) {
+                        tracing::info!(
+                            request,
+                            repository = %repository,
+                            "pull request from a fork: not reviewed (only branches of the followed repository are fetched)"
+                        );
+                    }
+                }
+                NotReviewed::OtherBranch { destination } => tracing::debug!(
+                    request,
+                    destination = %destination,
+                    "pull request into another branch; not reviewed"
+                ),
+                NotReviewed::NotFetched { branch } => tracing::debug!(
+                    request,
+                    branch = %branch,
+                    "the pull request's source branch is not fetched yet; reviewed after the poll that fetches it"
+                ),
+                NotReviewed::Moved { listed, fetched } => tracing::debug!(
+                    request,
+                    listed = %listed,
+                    fetched = %fetched,
+                    "the pull request's branch moved between the listing and the poll; reviewed once they agree"
+                ),
+            }
+        }
+        let open: BTreeSet<u64> = prs.iter().map(|p| p.id).collect();
+        self.told_forks.retain(|id| open.contains(id));
+        Some(heads)
     }
 
     async fn round(&mut self, heads: BTreeMap<String, String>, applied: Option<String>) {
@@ -478,11 +673,138 @@ mod tests {
         assert_eq!(request_number("refs/merge-requests/123/head"), Some(123));
         assert_eq!(request_number("refs/pull-requests/12/from"), Some(12));
         assert_eq!(request_number("refs/pull/7/merge"), Some(7));
+        assert_eq!(request_number(&bitbucket_pull_ref(31)), Some(31));
+        assert_eq!(request_number("refs/bitbucket/heads/main"), None);
         assert_eq!(request_number("refs/pull-requests/12/merge"), None);
         assert_eq!(request_number("refs/pull/7/from"), None);
         assert_eq!(request_number("refs/pull//head"), None);
         assert_eq!(request_number("refs/pull/x7/head"), None);
         assert_eq!(request_number("refs/heads/main"), None);
+    }
+
+    fn listed(id: u64, hash: &str, source: &str, same: bool, destination: &str) -> PullRequest {
+        PullRequest {
+            id,
+            source_commit: hash.into(),
+            source_branch: source.into(),
+            source_repository: if same { "acme/fleet" } else { "someone/fleet" }.into(),
+            same_repository: same,
+            destination_branch: destination.into(),
+        }
+    }
+
+    #[test]
+    fn listed_pull_requests_are_reviewed_on_their_fetched_branch() {
+        let a = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+        let b = "0123456789abcdef0123456789abcdef01234567";
+        let branches: BTreeMap<String, String> = [
+            ("refs/bitbucket/heads/main", b),
+            ("refs/bitbucket/heads/feature/gpu", a),
+            ("refs/bitbucket/heads/moved", b),
+            ("refs/bitbucket/heads/staging-fix", a),
+        ]
+        .into_iter()
+        .map(|(n, c)| (n.to_string(), c.to_string()))
+        .collect();
+        let prs = [
+            // Bitbucket's 12-digit short hash; upper case is taken too.
+            listed(7, "4b825dc642cb", "feature/gpu", true, "main"),
+            listed(8, "4B825DC642CB", "feature/gpu", true, "main"),
+            listed(9, "4b825dc642cb", "staging-fix", true, "staging"),
+            listed(10, "4b825dc642cb", "feature/gpu", false, "main"),
+            listed(11, "4b825dc642cb", "moved", true, "main"),
+            listed(12, "4b825dc642cb", "not-yet", true, "main"),
+            listed(13, "", "feature/gpu", true, "main"),
+            listed(14, "4b82", "feature/gpu", true, "main"),
+        ];
+        let (heads, skipped) = listed_heads(&prs, &branches, "main");
+        assert_eq!(
+            heads,
+            [
+                ("refs/bitbucket/pull/7/head".to_string(), a.to_string()),
+                ("refs/bitbucket/pull/8/head".to_string(), a.to_string()),
+            ]
+            .into_iter()
+            .collect()
+        );
+        assert_eq!(
+            skipped,
+            [
+                (
+                    9,
+                    NotReviewed::OtherBranch {
+                        destination: "staging".into()
+                    }
+                ),
+                (
+                    10,
+                    NotReviewed::Fork {
+                        repository: "someone/fleet".into()
+                    }
+                ),
+                (
+                    11,
+                    NotReviewed::Moved {
+                        listed: "4b825dc642cb".into(),
+                        fetched: b.into()
+                    }
+                ),
+                (
+                    12,
+                    NotReviewed::NotFetched {
+                        branch: "not-yet".into()
+                    }
+                ),
+                (
+                    13,
+                    NotReviewed::Moved {
+                        listed: String::new(),
+                        fetched: a.into()
+                    }
+                ),
+                (
+                    14,
+                    NotReviewed::Moved {
+                        listed: "4b82".into(),
+                        fetched: a.into()
+                    }
+                ),
+            ]
+        );
+        // The same pull requests followed from `staging`: only 9.
+        let (heads, _) = listed_heads(&prs, &branches, "staging");
+        assert_eq!(
+            heads.keys().collect::<Vec<_>>(),
+            ["refs/bitbucket/pull/9/head"]
+        );
+    }
+
+    #[test]
+    fn pull_requests_are_listed_when_a_branch_moves_or_the_interval_passed() {
+        let branches = |commit: &str| -> BTreeMap<String, String> {
+            [(
+                "refs/bitbucket/heads/feature".to_string(),
+                commit.to_string(),
+            )]
+            .into_iter()
+            .collect()
+        };
+        let (a, b) = (branches("a"), branches("b"));
+        assert!(listing_due(None, &a), "never listed");
+        let second = Duration::from_secs(1);
+        assert!(
+            !listing_due(Some((second, &a)), &a),
+            "a rollout's state change"
+        );
+        assert!(listing_due(Some((second, &a)), &b), "a branch moved");
+        assert!(
+            listing_due(Some((second, &a)), &BTreeMap::new()),
+            "a branch went"
+        );
+        assert!(
+            listing_due(Some((LIST_INTERVAL, &a)), &a),
+            "the interval passed"
+        );
     }
 
     #[test]

@@ -53,15 +53,15 @@ mod writer;
 pub use aggregate::{Summary, invalid_commit_status, pool_status, summary_status};
 pub use azure::{AzureDevOps, AzureDevOpsConfig};
 pub use backend::{Backend, CommentOutcome};
-pub use bitbucket::{BITBUCKET_API, Bitbucket, BitbucketConfig};
+pub use bitbucket::{BITBUCKET_API, Bitbucket, BitbucketConfig, PullRequest};
 pub use bitbucket_dc::{BitbucketDataCenter, BitbucketDataCenterConfig};
 pub use commit::{
     CONTEXT, CommitStatus, PLAN_CONTEXT, PLAN_MARKER, StatusState, fit_key, pool_context,
     truncate_description,
 };
 pub use config::{
-    AZURE_PULL_REFSPEC, BITBUCKET_PULL_REFSPEC, MERGE_REQUEST_REFSPEC, PULL_REFSPEC,
-    StatusBackendConfig, StatusConfig,
+    AZURE_PULL_REFSPEC, BITBUCKET_CLOUD_BRANCHES_REFSPEC, BITBUCKET_PULL_REFSPEC,
+    MERGE_REQUEST_REFSPEC, PULL_REFSPEC, StatusBackendConfig, StatusConfig,
 };
 pub use error::StatusError;
 pub use forge::{GitHub, GitHubConfig, Gitea, GiteaConfig};

@@ -2,7 +2,7 @@
 //! behind one interface for the writer.
 
 use super::azure::{self, AzureDevOps};
-use super::bitbucket::{self, Bitbucket};
+use super::bitbucket::{self, Bitbucket, PullRequest};
 use super::bitbucket_dc::{self, BitbucketDataCenter};
 use super::commit::{CommitStatus, PLAN_MARKER};
 use super::error::StatusError;
@@ -99,6 +99,21 @@ impl Backend {
             Backend::Notes(_) => Err(StatusError::CommentsUnsupported {
                 backend: self.name(),
             }),
+        }
+    }
+
+    /// Whether review finds the pull requests through the forge's API rather than
+    /// through fetched refs: Bitbucket Cloud, which publishes no pull-request refs.
+    pub fn lists_pull_requests(&self) -> bool {
+        matches!(self, Backend::BitbucketCloud(_))
+    }
+
+    /// The open pull requests, from a forge that [lists them](Self::lists_pull_requests);
+    /// none from any other.
+    pub(super) async fn open_pull_requests(&self) -> Result<Vec<PullRequest>, StatusError> {
+        match self {
+            Backend::BitbucketCloud(b) => b.open_pull_requests().await,
+            _ => Ok(Vec::new()),
         }
     }
 

@@ -13,6 +13,12 @@
 //!   absolute URL, followed only when it is under the API base, since it gets the
 //!   token), `POST` to the same path and `PUT .../pullrequests/{id}/comments/{comment}`,
 //!   each with `{"content": {"raw"}}`.
+//! - Open pull requests, for review (Bitbucket Cloud publishes no pull-request refs):
+//!   `GET .../pullrequests?state=OPEN&pagelen=50`, following `next` under the API base
+//!   as for comments ([`Bitbucket::open_pull_requests`]). Each value's `id`,
+//!   `source.commit.hash` (Bitbucket sends the 12-digit short hash there),
+//!   `source.branch.name`, `source.repository.full_name` and `destination.branch.name`
+//!   are read ([`PullRequest`]).
 //!
 //! Auth: `Authorization: Bearer <token>` for a repository, project or workspace access
 //! token; a token file holding `user:secret` (an app password or API token with its
@@ -52,6 +58,10 @@ pub const DESCRIPTION_LIMIT: usize = FIELD_LIMIT;
 pub const COMMENT_LIMIT: usize = 65_536;
 const PAGE_SIZE: usize = 100;
 const MAX_PAGES: u32 = 100;
+/// Pull requests per page of the listing (Bitbucket's maximum for pull requests is 50).
+const PULL_REQUEST_PAGE_SIZE: usize = 50;
+/// Pages of open pull requests read at most: 1000 open pull requests.
+const MAX_PULL_REQUEST_PAGES: u32 = 20;
 
 /// Bitbucket's state name for ours (Cloud and Data Center alike).
 pub fn state(state: StatusState) -> &'static str {
@@ -175,13 +185,107 @@ impl BitbucketConfig {
 pub struct Bitbucket {
     api_base: String,
     repo: BitbucketRepo,
+    /// `workspace/repo` as configured, to tell a fork's pull requests.
+    full_name: String,
 }
 
 #[derive(Deserialize)]
-struct Page {
-    #[serde(default)]
-    values: Vec<Comment>,
+struct Page<T> {
+    #[serde(default = "Vec::new")]
+    values: Vec<T>,
     next: Option<String>,
+}
+
+/// An open pull request as Bitbucket Cloud lists it, with what review needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullRequest {
+    /// The pull request's number (`id`).
+    pub id: u64,
+    /// `source.commit.hash`: the head commit, as Bitbucket sends it (12 hex digits, a
+    /// short hash), or empty when it sent none.
+    pub source_commit: String,
+    /// `source.branch.name`.
+    pub source_branch: String,
+    /// `source.repository.full_name` (`workspace/repo`), empty when it sent none (a
+    /// deleted fork).
+    pub source_repository: String,
+    /// Whether the source branch is in the repository the reconciler follows (not a
+    /// fork): its `full_name` is ours, compared without case as Bitbucket does.
+    pub same_repository: bool,
+    /// `destination.branch.name`.
+    pub destination_branch: String,
+}
+
+/// The fields of a listed pull request we read; everything else is ignored.
+#[derive(Deserialize)]
+struct RawPullRequest {
+    id: u64,
+    source: Option<RawEnd>,
+    destination: Option<RawEnd>,
+}
+
+#[derive(Deserialize)]
+struct RawEnd {
+    commit: Option<RawCommit>,
+    branch: Option<RawBranch>,
+    repository: Option<RawRepository>,
+}
+
+#[derive(Deserialize)]
+struct RawCommit {
+    hash: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RawBranch {
+    name: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RawRepository {
+    full_name: Option<String>,
+}
+
+impl RawPullRequest {
+    /// What review needs of it; `own` is our repository's `workspace/repo`.
+    fn read(self, own: &str) -> PullRequest {
+        let (source, destination) = (self.source, self.destination);
+        let source_commit = source
+            .as_ref()
+            .and_then(|s| s.commit.as_ref()?.hash.clone())
+            .unwrap_or_default();
+        let source_branch = source
+            .as_ref()
+            .and_then(|s| s.branch.as_ref()?.name.clone())
+            .unwrap_or_default();
+        let source_repository = source
+            .as_ref()
+            .and_then(|s| s.repository.as_ref()?.full_name.clone())
+            .unwrap_or_default();
+        let destination_branch = destination
+            .as_ref()
+            .and_then(|d| d.branch.as_ref()?.name.clone())
+            .unwrap_or_default();
+        PullRequest {
+            id: self.id,
+            same_repository: source_repository.eq_ignore_ascii_case(own),
+            source_commit,
+            source_branch,
+            source_repository,
+            destination_branch,
+        }
+    }
+}
+
+/// One page of `GET .../pullrequests`: its pull requests and the `next` link. `own` is
+/// our repository's `workspace/repo` (to tell forks).
+pub(crate) fn parse_pull_requests(
+    body: &[u8],
+    own: &str,
+) -> Result<(Vec<PullRequest>, Option<String>), serde_json::Error> {
+    let page: Page<RawPullRequest> = serde_json::from_slice(body)?;
+    let prs = page.values.into_iter().map(|p| p.read(own)).collect();
+    Ok((prs, page.next))
 }
 
 #[derive(Deserialize)]
@@ -209,6 +313,7 @@ impl Bitbucket {
         let api_base = base_url(FORGE, &api_url)?;
         non_empty(FORGE, "workspace", &workspace)?;
         non_empty(FORGE, "repository", &repo)?;
+        let full_name = format!("{workspace}/{repo}");
         let (workspace, repo) = (encode_segment(&workspace), encode_segment(&repo));
         let repo = BitbucketRepo::new(
             FORGE,
@@ -216,7 +321,11 @@ impl Bitbucket {
             format!("https://bitbucket.org/{workspace}/{repo}"),
             token_file,
         )?;
-        Ok(Bitbucket { api_base, repo })
+        Ok(Bitbucket {
+            api_base,
+            repo,
+            full_name,
+        })
     }
 
     /// The file the token is read from.
@@ -242,7 +351,7 @@ impl Bitbucket {
         );
         for _ in 0..MAX_PAGES {
             let answer = self.repo.request(Method::GET, &url, None).await?;
-            let page: Page = self.repo.http.decode("GET", &url, &answer)?;
+            let page: Page<Comment> = self.repo.http.decode("GET", &url, &answer)?;
             let found = page
                 .values
                 .into_iter()
@@ -254,21 +363,58 @@ impl Bitbucket {
             if found.is_some() {
                 return Ok(found);
             }
-            match page.next {
+            match self.next_page(&url, page.next)? {
                 None => break,
-                // The token goes with the request: never to another host.
-                Some(next) if next.starts_with(&format!("{}/", self.api_base)) => url = next,
-                Some(next) => {
-                    return Err(StatusError::BadResponse {
-                        forge: FORGE,
-                        method: "GET",
-                        url,
-                        reason: format!("the next page {next:?} is not under the API base"),
-                    });
-                }
+                Some(next) => url = next,
             }
         }
         Ok(None)
+    }
+
+    /// The `next` link of a page fetched from `url`, checked: the token goes with the
+    /// request, so never to another host or outside the API.
+    fn next_page(&self, url: &str, next: Option<String>) -> Result<Option<String>, StatusError> {
+        match next {
+            None => Ok(None),
+            Some(next) if next.starts_with(&format!("{}/", self.api_base)) => Ok(Some(next)),
+            Some(next) => Err(StatusError::BadResponse {
+                forge: FORGE,
+                method: "GET",
+                url: url.to_string(),
+                reason: format!("the next page {next:?} is not under the API base"),
+            }),
+        }
+    }
+
+    /// The repository's open pull requests, every page up to 1000 pull requests (the
+    /// rest are left out, with a warning).
+    pub(crate) async fn open_pull_requests(&self) -> Result<Vec<PullRequest>, StatusError> {
+        let mut url = format!(
+            "{}/pullrequests?state=OPEN&pagelen={PULL_REQUEST_PAGE_SIZE}",
+            self.repo.api
+        );
+        let mut all = Vec::new();
+        for _ in 0..MAX_PULL_REQUEST_PAGES {
+            let answer = self.repo.request(Method::GET, &url, None).await?;
+            let (prs, next) = parse_pull_requests(&answer.body, &self.full_name).map_err(|e| {
+                StatusError::BadResponse {
+                    forge: FORGE,
+                    method: "GET",
+                    url: url.clone(),
+                    reason: format!("not the JSON expected: {e}"),
+                }
+            })?;
+            all.extend(prs);
+            match self.next_page(&url, next)? {
+                None => return Ok(all),
+                Some(next) => url = next,
+            }
+        }
+        tracing::warn!(
+            listed = all.len(),
+            "more open pull requests than are listed for review; the rest are not reviewed"
+        );
+        Ok(all)
     }
 
     /// Creates a comment on pull request `pr`; returns its id.
@@ -322,5 +468,54 @@ mod tests {
         let linked = status.with_target_url("https://dash");
         let body = build_status_body(&linked, KEY_LIMIT, "https://page".into());
         assert_eq!(body["url"], "https://dash");
+    }
+
+    /// A page as Bitbucket Cloud sends it (trimmed of links and users): short hashes, a
+    /// fork, a pull request to another branch, a deleted fork without a repository.
+    #[test]
+    fn pull_requests_are_read_from_a_listing_page() {
+        let body = serde_json::json!({
+            "pagelen": 50, "size": 4, "page": 1,
+            "next": "https://api.bitbucket.org/2.0/repositories/acme/fleet/pullrequests?state=OPEN&pagelen=50&page=2",
+            "values": [
+                {"type": "pullrequest", "id": 7, "state": "OPEN", "title": "gpu: maxPods 90",
+                 "updated_on": "2026-11-28T10:00:00.000000+00:00",
+                 "source": {"branch": {"name": "feature/gpu"}, "commit": {"type": "commit", "hash": "4b825dc642cb"},
+                            "repository": {"type": "repository", "full_name": "acme/fleet", "name": "fleet"}},
+                 "destination": {"branch": {"name": "main"}, "commit": {"hash": "0123456789ab"},
+                                 "repository": {"full_name": "acme/fleet"}}},
+                {"type": "pullrequest", "id": 8, "state": "OPEN",
+                 "source": {"branch": {"name": "main"}, "commit": {"hash": "aaaaaaaaaaaa"},
+                            "repository": {"full_name": "someone/fleet"}},
+                 "destination": {"branch": {"name": "main"}, "repository": {"full_name": "acme/fleet"}}},
+                {"type": "pullrequest", "id": 9, "state": "OPEN",
+                 "source": {"branch": {"name": "x"}, "commit": {"hash": "bbbbbbbbbbbb"},
+                            "repository": {"full_name": "ACME/Fleet"}},
+                 "destination": {"branch": {"name": "staging"}}},
+                {"type": "pullrequest", "id": 10, "state": "OPEN",
+                 "source": {"branch": {"name": "gone"}, "commit": null, "repository": null},
+                 "destination": {"branch": {"name": "main"}}},
+            ],
+        });
+        let (prs, next) = parse_pull_requests(body.to_string().as_bytes(), "acme/fleet").unwrap();
+        assert!(next.unwrap().ends_with("&page=2"));
+        assert_eq!(
+            prs[0],
+            PullRequest {
+                id: 7,
+                source_commit: "4b825dc642cb".into(),
+                source_branch: "feature/gpu".into(),
+                source_repository: "acme/fleet".into(),
+                same_repository: true,
+                destination_branch: "main".into(),
+            }
+        );
+        assert!(!prs[1].same_repository, "a fork");
+        assert!(prs[2].same_repository, "full names compare without case");
+        assert_eq!(prs[2].destination_branch, "staging");
+        assert!(!prs[3].same_repository && prs[3].source_commit.is_empty());
+        let (prs, next) = parse_pull_requests(br#"{"values": []}"#, "acme/fleet").unwrap();
+        assert!(prs.is_empty() && next.is_none());
+        assert!(parse_pull_requests(b"<html>", "acme/fleet").is_err());
     }
 }

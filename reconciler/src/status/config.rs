@@ -30,6 +30,10 @@ pub const BITBUCKET_PULL_REFSPEC: &str = "+refs/pull-requests/*/from:refs/pull-r
 /// publishes no head ref, only the merge of the pull request into its target, which it
 /// computes itself: that merge is what is reviewed.
 pub const AZURE_PULL_REFSPEC: &str = "+refs/pull/*/merge:refs/pull/*/merge";
+/// Fetches every branch of a Bitbucket Cloud repository into the cache, under
+/// `refs/bitbucket/heads/`. Bitbucket Cloud publishes no pull-request refs: the reviewer
+/// lists the open pull requests through the API and finds each one's source branch here.
+pub const BITBUCKET_CLOUD_BRANCHES_REFSPEC: &str = "+refs/heads/*:refs/bitbucket/heads/*";
 
 /// Where commit statuses go.
 #[derive(Debug, Clone)]
@@ -76,10 +80,12 @@ impl StatusBackendConfig {
     /// `refs/merge-requests/<n>/head`, Bitbucket Data Center under
     /// `refs/pull-requests/<n>/from`, Azure DevOps only the merge, `refs/pull/<n>/merge`;
     /// for git notes (any host), GitHub's and GitLab's. Bitbucket Cloud publishes no
-    /// pull-request refs: none (`run` refuses `--review` with it).
+    /// pull-request refs: every branch, under `refs/bitbucket/heads/`, where the reviewer
+    /// finds the source branches of the pull requests the API lists.
     pub fn review_refspecs(&self) -> Vec<String> {
         let refspecs: &[&str] = match self {
-            StatusBackendConfig::None | StatusBackendConfig::BitbucketCloud(_) => &[],
+            StatusBackendConfig::None => &[],
+            StatusBackendConfig::BitbucketCloud(_) => &[BITBUCKET_CLOUD_BRANCHES_REFSPEC],
             StatusBackendConfig::BitbucketDataCenter(_) => &[BITBUCKET_PULL_REFSPEC],
             StatusBackendConfig::AzureDevOps(_) => &[AZURE_PULL_REFSPEC],
             StatusBackendConfig::GitHub(_) | StatusBackendConfig::Gitea(_) => &[PULL_REFSPEC],

@@ -29,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
 use super::backend::{Backend, CommentOutcome};
+use super::bitbucket::PullRequest;
 use super::commit::{CommitStatus, PLAN_MARKER, StatusState, truncate_description};
 use super::error::StatusError;
 use super::retry::{FailureKind, RetryPolicy};
@@ -327,6 +328,31 @@ impl StatusWriter {
                     rejected = report.rejected,
                     "outbox flushed"
                 );
+            }
+        }
+    }
+
+    /// The forge's open pull requests, for review on a forge that publishes no
+    /// pull-request refs ([`Backend::lists_pull_requests`]; an empty list from any
+    /// other). Asked once, not retried: the reviewer asks again at its next round.
+    /// `Ok(None)` while the forge is held (a rate limit, a refused token); a rate limit or
+    /// a refused token in the answer holds the forge as a status's would.
+    pub async fn open_pull_requests(&self) -> Result<Option<Vec<PullRequest>>, StatusError> {
+        let held = {
+            let mut state = self.lock();
+            self.held(&mut state).is_some()
+        };
+        if held {
+            return Ok(None);
+        }
+        match self.backend.open_pull_requests().await {
+            Ok(prs) => {
+                self.note_success();
+                Ok(Some(prs))
+            }
+            Err(e) => {
+                self.note_failure(&e);
+                Err(e)
             }
         }
     }

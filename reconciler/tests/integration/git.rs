@@ -529,6 +529,65 @@ fn extra_refspecs_fetch_pull_request_heads() {
     assert_eq!(src.read("a.yaml").expect("read"), b"pr\n");
 }
 
+/// Bitbucket Cloud's review refspec fetches every branch under `refs/bitbucket/heads/`
+/// (the reviewer finds the pull requests' source branches there): a branch with a slash,
+/// idle polls that only list, a moved branch, a deleted one pruned.
+#[test]
+fn bitbucket_cloud_review_fetches_every_branch() {
+    let remote = Remote::new(&[("a.yaml", "1\n")]);
+    let main = remote.head();
+    remote.git(&["checkout", "-q", "-b", "feature/gpu"]);
+    let feature = commit_files(&remote.work, &[("a.yaml", "gpu\n")], "gpu");
+    remote.git(&["push", "-q", "origin", "feature/gpu"]);
+    let mut cfg = remote.config("cache");
+    cfg.extra_refspecs = vec![reconciler::status::BITBUCKET_CLOUD_BRANCHES_REFSPEC.to_string()];
+    let mut repo = GitRepo::open(cfg).expect("open");
+    let branches = |got: &reconciler::git::FetchOutcome| {
+        got.extra_refs
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect::<Vec<_>>()
+    };
+    let got = repo.fetch().expect("first");
+    assert_eq!(got.head, main);
+    let both = vec![
+        (
+            "refs/bitbucket/heads/feature/gpu".to_string(),
+            feature.clone(),
+        ),
+        ("refs/bitbucket/heads/main".to_string(), main.clone()),
+    ];
+    assert_eq!(branches(&got), both);
+    assert_eq!(
+        repo.commit_source(&feature)
+            .expect("in the cache")
+            .read("a.yaml")
+            .expect("read"),
+        b"gpu\n"
+    );
+    let idle = repo.fetch().expect("idle");
+    assert!(!idle.fetched, "nothing moved: listed only");
+    assert_eq!(branches(&idle), both);
+
+    let moved = commit_files(&remote.work, &[("a.yaml", "gpu 2\n")], "gpu 2");
+    remote.git(&["push", "-q", "origin", "feature/gpu"]);
+    let got = repo.fetch().expect("the feature branch moved");
+    assert!(
+        got.fetched && !got.changed,
+        "the followed branch did not move"
+    );
+    assert_eq!(got.extra_refs["refs/bitbucket/heads/feature/gpu"], moved);
+
+    remote.git(&["push", "-q", "origin", ":feature/gpu"]);
+    let got = repo.fetch().expect("the feature branch deleted");
+    assert_eq!(
+        branches(&got),
+        vec![("refs/bitbucket/heads/main".to_string(), main)],
+        "pruned"
+    );
+    assert!(!repo.fetch().expect("idle").fetched);
+}
+
 #[test]
 fn an_idle_poll_lists_the_remote_and_fetches_only_when_a_ref_moved() {
     let remote = Remote::new(&[("a.yaml", "1\n")]);

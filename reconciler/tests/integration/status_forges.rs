@@ -6,7 +6,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use crate::forge_support::{
     AZURE_PROJECT, DC_PROJECT, Fault, ForgeServer, GITLAB_PROJECT_ID, GITLAB_PROJECT_PATH, Kind,
-    OWNER, REPO,
+    OWNER, OpenPullRequest, REPO,
 };
 use reconciler::status::{
     AzureDevOps, AzureDevOpsConfig, Backend, Bitbucket, BitbucketConfig, BitbucketDataCenter,
@@ -1080,6 +1080,61 @@ async fn bitbucket_cloud_maps_states_and_updates_each_key_in_place() {
     assert_clean(&s.server);
 }
 
+/// Bitbucket Cloud publishes no pull-request refs: review lists the open pull requests.
+/// Every page is read (50 a page, `next` followed), each with its 12-digit short hash,
+/// its source branch and repository (a fork tells) and its destination; a refused token
+/// holds the forge, and a listing meanwhile asks nothing.
+#[tokio::test]
+async fn bitbucket_cloud_lists_open_pull_requests_page_by_page() {
+    let s = setup(Kind::BitbucketCloud).await;
+    assert!(s.writer.backend().lists_pull_requests());
+    assert_eq!(s.writer.open_pull_requests().await.unwrap(), Some(vec![]));
+    let mut prs: Vec<OpenPullRequest> = (1..=52)
+        .map(|id| OpenPullRequest::new(id, &format!("feature-{id}"), SHA, "main"))
+        .collect();
+    prs.push(OpenPullRequest::new(53, "main", SHA, "main").in_fork("someone/cluster-config"));
+    prs.push(OpenPullRequest::new(54, "hotfix", SHA, "staging"));
+    s.server.set_pull_requests(prs);
+
+    let listed = s.writer.open_pull_requests().await.unwrap().unwrap();
+    assert_eq!(listed.len(), 54);
+    let ids: Vec<u64> = listed.iter().map(|p| p.id).collect();
+    assert_eq!(ids, (1..=54).collect::<Vec<_>>());
+    assert_eq!(
+        listed[0].source_commit,
+        &SHA[..12],
+        "Bitbucket's short hash"
+    );
+    assert_eq!(listed[0].source_branch, "feature-1");
+    assert!(listed[0].same_repository && listed[0].destination_branch == "main");
+    assert!(!listed[52].same_repository, "{:?}", listed[52]);
+    assert_eq!(listed[52].source_repository, "someone/cluster-config");
+    assert_eq!(listed[53].destination_branch, "staging");
+    let paths: Vec<String> = s.server.requests().into_iter().map(|r| r.path).collect();
+    let base = format!("/2.0/repositories/{OWNER}/{REPO}/pullrequests?state=OPEN&pagelen=50");
+    assert_eq!(paths[1..], [base.clone(), format!("{base}&page=2")]);
+
+    // A refused token holds the forge: the next listing sends nothing.
+    std::fs::write(&s.token_file, "wrong-token\n").unwrap();
+    let e = s.writer.open_pull_requests().await.unwrap_err();
+    assert_eq!(e.http_status(), Some(401), "{e}");
+    let sent = s.server.requests().len();
+    assert_eq!(s.writer.open_pull_requests().await.unwrap(), None);
+    assert_eq!(s.server.requests().len(), sent, "nothing sent while held");
+    assert_clean(&s.server);
+}
+
+/// Other forges publish pull-request refs: nothing is listed.
+#[tokio::test]
+async fn only_bitbucket_cloud_lists_pull_requests() {
+    for kind in [Kind::GitHub, Kind::BitbucketDataCenter, Kind::AzureDevOps] {
+        let s = setup(kind).await;
+        assert!(!s.writer.backend().lists_pull_requests(), "{kind:?}");
+        assert_eq!(s.writer.open_pull_requests().await.unwrap(), Some(vec![]));
+        assert!(s.server.requests().is_empty(), "{kind:?}");
+    }
+}
+
 /// A context longer than Bitbucket Cloud's 40-character key is shortened with a hash:
 /// the forge takes it (it refuses 41 characters, see the violations test), the same
 /// context keeps its key, and `name` shows it whole.
@@ -1386,6 +1441,27 @@ async fn the_test_forge_catches_bitbucket_and_azure_violations() {
     assert_eq!(answer.status().as_u16(), 201);
     assert_eq!(cloud.violations().len(), bad.len() + 1);
     assert!(cloud.violations()[0].contains("at most 40 characters (it has 41)"));
+    // The pull-request listing: OPEN only, at most 50 a page, the token checked.
+    let pulls = format!(
+        "{}/repositories/{OWNER}/{REPO}/pullrequests",
+        cloud.base_url()
+    );
+    let get = |query: &str, auth: &str| {
+        client
+            .get(format!("{pulls}{query}"))
+            .header("authorization", auth.to_string())
+            .send()
+    };
+    for query in ["", "?state=MERGED&pagelen=50", "?state=OPEN&pagelen=51"] {
+        let answer = get(query, &bearer).await.unwrap();
+        assert_eq!(answer.status().as_u16(), 400, "{query}");
+    }
+    assert_eq!(cloud.violations().len(), bad.len() + 4);
+    let answer = get("?state=OPEN&pagelen=50", "Bearer wrong").await.unwrap();
+    assert_eq!(answer.status().as_u16(), 401);
+    let answer = get("?state=OPEN&pagelen=50", &bearer).await.unwrap();
+    assert_eq!(answer.status().as_u16(), 200);
+    assert_eq!(cloud.violations().len(), bad.len() + 4);
 
     let dc = ForgeServer::start(Kind::BitbucketDataCenter, TOKEN).await;
     let path = format!("/rest/api/latest/projects/{DC_PROJECT}/repos/{REPO}/commits/{SHA}/builds");

@@ -8,13 +8,13 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::forge_support::{ForgeServer, Kind, OWNER, REPO};
+use crate::forge_support::{ForgeServer, Kind, OWNER, OpenPullRequest, REPO};
 use crate::support::commands::{git, git_command, text};
 use crate::support::*;
 use kubelet_gitops_core::inventory::Inventory;
 use reconciler::controller::{RunConfig, RunningController, StatusBackendConfig, StatusConfig};
 use reconciler::rollout::PoolPhase;
-use reconciler::status::{GitHubConfig, GiteaConfig, PLAN_MARKER};
+use reconciler::status::{BitbucketConfig, GitHubConfig, GiteaConfig, PLAN_MARKER};
 
 const TOKEN: &str = "forge-t0ken-for-tests";
 
@@ -553,6 +553,136 @@ async fn github_statuses_and_a_plan_comment_updated_in_place() {
     assert_eq!(
         r.sync_state().borrow().applied.as_ref().unwrap().commit,
         base
+    );
+    h.finish(r).await;
+}
+
+/// Bitbucket Cloud publishes no pull-request refs: the reconciler fetches the branches,
+/// lists the open pull requests through the API (which names the source commit by a
+/// 12-digit short hash) and reviews each one into the followed branch from a branch of
+/// the same repository: the plan as a build status on the branch's commit and as a
+/// comment, edited in place when the branch moves. A pull request into another branch
+/// and one from a fork get nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bitbucket_cloud_pull_requests_are_reviewed_from_the_api_listing() {
+    let forge = ForgeServer::start(Kind::BitbucketCloud, TOKEN).await;
+    let (h, remote) = two_pool_cluster().await;
+    let token_file = h.dir.path().join("forge-token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+    two_pools(&h, "    maxPods: 60\n");
+    let base = h.repo.commit("valid");
+    remote.push_main(&h);
+    // A feature branch with one pull request into main and one into staging, and a pull
+    // request from a fork whose commit this remote does not have.
+    h.repo.pool("a", "maxUnavailable: 2", "    maxPods: 90\n");
+    let head1 = h.repo.commit("pool a: maxPods 90");
+    remote.push(&h.repo.path, &head1, "refs/heads/feature/gpu");
+    let fork_commit = "89abcdef0123456789abcdef0123456789abcdef";
+    let listing = |head: &str| {
+        [
+            OpenPullRequest::new(7, "feature/gpu", head, "main"),
+            OpenPullRequest::new(8, "feature/gpu", head, "staging"),
+            OpenPullRequest::new(9, "main", fork_commit, "main").in_fork("someone/cluster-config"),
+        ]
+    };
+    forge.set_pull_requests(listing(&head1));
+    let status = StatusConfig {
+        backend: StatusBackendConfig::BitbucketCloud(BitbucketConfig {
+            api_url: forge.base_url(),
+            ..BitbucketConfig::new(OWNER, REPO, &token_file)
+        }),
+        review: true,
+        comment: true,
+        ..StatusConfig::default()
+    };
+    let r = h.reconciler(config(&h, &remote, status)).await;
+
+    let latest = |sha: &str, context: &str| {
+        forge
+            .statuses()
+            .into_iter()
+            .rfind(|s| s.sha == sha && s.context == context)
+    };
+    let wait_status = async |what: &str, sha: &str, context: &str, state: &str| {
+        eventually(what, LONG, || {
+            latest(sha, context)
+                .filter(|s| s.state == state)
+                .ok_or_else(|| format!("statuses: {:#?}", forge.statuses()))
+        })
+        .await
+    };
+    let wait_comment = async |contains: &str| {
+        eventually(&format!("comment with {contains}"), LONG, || {
+            let comments = forge.comments(7);
+            if comments.iter().any(|(_, body)| body.contains(contains)) {
+                Ok(comments)
+            } else {
+                Err(format!("{comments:#?}"))
+            }
+        })
+        .await
+    };
+    wait_status("summary success", &base, "kubelet-gitops", "SUCCESSFUL").await;
+    let plan = wait_status(
+        "plan of the first push",
+        &head1,
+        "kubelet-gitops/plan",
+        "SUCCESSFUL",
+    )
+    .await;
+    assert_eq!(plan.description, "1 pool changes, 3 nodes");
+    assert_eq!(plan.name.as_deref(), Some("kubelet-gitops/plan"));
+    let comments = wait_comment(short(&head1)).await;
+    assert_eq!(comments.len(), 1, "{comments:#?}");
+    let (id, body) = comments[0].clone();
+    assert!(body.starts_with(PLAN_MARKER), "{body}");
+    assert!(body.contains("maxPods"), "{body}");
+
+    // The second push: the API names the new head (as Bitbucket would right after the
+    // push, before the reconciler's poll fetches it), the status goes on the new commit
+    // and the comment is edited in place.
+    h.repo.pool("b", "maxUnavailable: 2", "    maxPods: 75\n");
+    let head2 = h.repo.commit("pool b: maxPods 75");
+    forge.set_pull_requests(listing(&head2));
+    remote.push(&h.repo.path, &head2, "refs/heads/feature/gpu");
+    let plan = wait_status(
+        "plan of the second push",
+        &head2,
+        "kubelet-gitops/plan",
+        "SUCCESSFUL",
+    )
+    .await;
+    assert_eq!(plan.description, "2 pools change, 6 nodes");
+    let comments = wait_comment(short(&head2)).await;
+    assert_eq!(comments.len(), 1, "updated in place, not a second comment");
+    assert_eq!(comments[0].0, id);
+    assert!(!comments[0].1.contains(short(&head1)), "{}", comments[0].1);
+
+    // Neither the pull request into staging nor the fork's got anything.
+    assert!(forge.comments(8).is_empty(), "{:#?}", forge.comments(8));
+    assert!(forge.comments(9).is_empty(), "{:#?}", forge.comments(9));
+    let planned: Vec<String> = forge
+        .statuses()
+        .into_iter()
+        .filter(|s| s.context == "kubelet-gitops/plan")
+        .map(|s| s.sha)
+        .collect();
+    assert!(
+        planned.iter().all(|sha| *sha == head1 || *sha == head2),
+        "{planned:?}"
+    );
+    let listings = forge
+        .requests()
+        .iter()
+        .filter(|r| r.path.contains("/pullrequests?state=OPEN"))
+        .count();
+    // Listed when ready, then when the branch moved: not at each state of the rollout.
+    assert!((2..=4).contains(&listings), "{listings} listings");
+    assert!(forge.violations().is_empty(), "{:#?}", forge.violations());
+    assert_eq!(
+        r.sync_state().borrow().applied.as_ref().unwrap().commit,
+        base,
+        "nothing of a pull request is applied"
     );
     h.finish(r).await;
 }

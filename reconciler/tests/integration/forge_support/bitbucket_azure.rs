@@ -7,7 +7,9 @@
 //!   `FAILED`, `STOPPED`, `url` (required, http(s), at most 450), `name` and
 //!   `description` (at most 255); a status replaces the one of its key. Comments
 //!   `{"content": {"raw"}}`, listed `pagelen` (at most 100) a `page` with an absolute
-//!   `next` link. Auth `Bearer` or `Basic`.
+//!   `next` link. Open pull requests listed with `state=OPEN` (required: we list no
+//!   other), `pagelen` at most 50 a `page`, an absolute `next` link, and, as Bitbucket
+//!   sends them, the source commit's hash cut to 12 hex digits. Auth `Bearer` or `Basic`.
 //! - Bitbucket Data Center (`/bitbucket/rest/api/latest/projects/{key}/repos/{slug}/...`):
 //!   builds with the documented fields, `key`, `state` and `url` required, every field
 //!   at most 255 characters and `url` 450, states `INPROGRESS`, `SUCCESSFUL`, `FAILED`
@@ -67,6 +69,62 @@ const URL_LIMIT: usize = 450;
 const CLOUD_KEY_LIMIT: usize = 40;
 const AZURE_DESCRIPTION_LIMIT: usize = 255;
 
+/// An open pull request on Bitbucket Cloud.
+#[derive(Debug, Clone)]
+pub struct OpenPullRequest {
+    pub id: u64,
+    pub source_branch: String,
+    /// The full commit id; listed cut to 12 digits, as Bitbucket does.
+    pub source_commit: String,
+    /// `workspace/repo`: [`OWNER`]/[`REPO`] unless from a fork.
+    pub source_repository: String,
+    pub destination_branch: String,
+}
+
+impl OpenPullRequest {
+    /// Pull request `id` from `source` (at `commit`) of this repository into `destination`.
+    pub fn new(id: u64, source: &str, commit: &str, destination: &str) -> OpenPullRequest {
+        OpenPullRequest {
+            id,
+            source_branch: source.to_string(),
+            source_commit: commit.to_string(),
+            source_repository: format!("{OWNER}/{REPO}"),
+            destination_branch: destination.to_string(),
+        }
+    }
+
+    /// The same from a fork, `repository`.
+    pub fn in_fork(mut self, repository: &str) -> OpenPullRequest {
+        self.source_repository = repository.to_string();
+        self
+    }
+
+    /// As Bitbucket Cloud lists it (trimmed of links and users).
+    fn listed(&self) -> Value {
+        let end = |branch: &str, hash: &str, repository: &str| {
+            json!({
+                "branch": {"name": branch},
+                "commit": {"type": "commit", "hash": hash},
+                "repository": {"type": "repository", "full_name": repository,
+                               "name": repository.rsplit('/').next().unwrap_or_default()},
+            })
+        };
+        json!({
+            "type": "pullrequest",
+            "id": self.id,
+            "title": format!("pull request {}", self.id),
+            "state": "OPEN",
+            "updated_on": "2026-11-28T10:00:00.000000+00:00",
+            "source": end(
+                &self.source_branch,
+                self.source_commit.get(..12).unwrap_or(&self.source_commit),
+                &self.source_repository,
+            ),
+            "destination": end(&self.destination_branch, "0123456789ab", &format!("{OWNER}/{REPO}")),
+        })
+    }
+}
+
 /// The error body each forge answers with.
 pub fn error_body(kind: Kind, text: &str) -> Value {
     match kind {
@@ -92,6 +150,7 @@ pub fn error_body(kind: Kind, text: &str) -> Value {
 #[derive(Debug, Clone, Copy)]
 enum Call<'a> {
     Status { sha: &'a str },
+    PullRequests,
     List { pr: &'a str },
     Create { pr: &'a str },
     Get { pr: &'a str, id: &'a str },
@@ -118,6 +177,7 @@ fn route<'a>(kind: Kind, method: &str, path: &'a str) -> Result<Call<'a>, String
         (Kind::BitbucketCloud, "POST", ["commit", sha, "statuses", "build"])
         | (Kind::BitbucketDataCenter, "POST", ["commits", sha, "builds"])
         | (Kind::AzureDevOps, "POST", ["commits", sha, "statuses"]) => Call::Status { sha },
+        (Kind::BitbucketCloud, "GET", [p]) if *p == pulls => Call::PullRequests,
         (Kind::BitbucketCloud, "GET", [p, pr, "comments"])
         | (Kind::BitbucketDataCenter, "GET", [p, pr, "activities"])
         | (Kind::AzureDevOps, "GET", [p, pr, "threads"])
@@ -276,6 +336,7 @@ impl ServerState {
         };
         let result = match call {
             Call::Status { sha } => self.post_status(sha, body),
+            Call::PullRequests => self.list_pull_requests(&params),
             Call::List { pr } => number(pr)
                 .map_err(|p| vec![p])
                 .and_then(|pr| self.list(pr, &params)),
@@ -396,6 +457,49 @@ impl ServerState {
                 plain(201, echo)
             }
         })
+    }
+
+    /// Bitbucket Cloud's open pull requests, `pagelen` (at most 50) a `page`.
+    fn list_pull_requests(&self, params: &BTreeMap<String, String>) -> Result<Answer, Vec<String>> {
+        let mut problems = Vec::new();
+        if params.get("state").map(String::as_str) != Some("OPEN") {
+            problems.push(format!("state {:?}, not OPEN", params.get("state")));
+        }
+        let number = |key: &str, default: usize, problems: &mut Vec<String>| match params.get(key) {
+            None => default,
+            Some(v) => v.parse().unwrap_or_else(|_| {
+                problems.push(format!("{key} {v:?} is not a number"));
+                default
+            }),
+        };
+        let (pagelen, page) = (
+            number("pagelen", 10, &mut problems),
+            number("page", 1, &mut problems),
+        );
+        if !(1..=50).contains(&pagelen) || page == 0 {
+            problems.push(format!("pagelen {pagelen} / page {page} out of range"));
+        }
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        let all = &self.pull_requests;
+        let values: Vec<Value> = all
+            .iter()
+            .skip(pagelen * (page - 1))
+            .take(pagelen)
+            .map(OpenPullRequest::listed)
+            .collect();
+        let mut answer = json!({
+            "pagelen": pagelen, "page": page, "size": all.len(), "values": values,
+        });
+        if pagelen * page < all.len() {
+            answer["next"] = json!(format!(
+                "{}/2.0/repositories/{OWNER}/{REPO}/pullrequests?state=OPEN&pagelen={pagelen}&page={}",
+                self.origin,
+                page + 1
+            ));
+        }
+        Ok(plain(200, answer))
     }
 
     /// The comments (Cloud), activities (Data Center) or threads (Azure) of `pr`.

@@ -26,7 +26,7 @@
 //! [`bitbucket_azure`], with the same recording, faults and violations.
 
 mod bitbucket_azure;
-pub use bitbucket_azure::{AZURE_PROJECT, DC_PROJECT};
+pub use bitbucket_azure::{AZURE_PROJECT, DC_PROJECT, OpenPullRequest};
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
@@ -149,6 +149,8 @@ struct ServerState {
     resets: Vec<AnnouncedReset>,
     /// `http://127.0.0.1:PORT`, for Bitbucket Cloud's absolute `next` links.
     origin: String,
+    /// Bitbucket Cloud's open pull requests, as `GET .../pullrequests` lists them.
+    pull_requests: Vec<OpenPullRequest>,
 }
 
 /// A running fake forge.
@@ -181,6 +183,7 @@ impl ForgeServer {
             next_id: 1000,
             resets: Vec::new(),
             origin: String::new(),
+            pull_requests: Vec::new(),
         }));
         let app = Router::new()
             .fallback(handle)
@@ -274,6 +277,11 @@ impl ForgeServer {
         for body in bodies {
             state.add_comment(pr, body, false);
         }
+    }
+
+    /// The open pull requests Bitbucket Cloud lists from now on (in this order).
+    pub fn set_pull_requests(&self, prs: impl IntoIterator<Item = OpenPullRequest>) {
+        self.lock().pull_requests = prs.into_iter().collect();
     }
 
     /// Adds a GitLab system note ("added 1 commit") to merge request `pr`.
