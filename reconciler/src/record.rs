@@ -129,7 +129,7 @@ mod tests {
     fn report(pool: &str, phase: PoolPhase, hold: Option<Hold>) -> PoolReport {
         PoolReport {
             pool: pool.into(),
-            target: ConfigRef::configmap("kubelet-gitops", &format!("kubelet-{pool}-abc")),
+            target: ConfigRef::configmap("kubelet-gitops", format!("kubelet-{pool}-abc")),
             nodes: 3,
             done: 1,
             in_progress: 1,
