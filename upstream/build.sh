@@ -65,3 +65,9 @@ for name in "${wanted[@]}"; do
   CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$bin/$name" "$pkg"
   echo "  $name: $((SECONDS - start)) s"
 done
+
+# The Prometheus Operator's CRDs, for the offline validation of deploy/components/monitoring
+# (not a binary: only when every binary is built, as CI does).
+if [ ${#@} -eq 0 ]; then
+  monitoring-crds/generate.sh "$bin/monitoring-crds"
+fi

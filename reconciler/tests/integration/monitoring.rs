@@ -10,11 +10,13 @@
 //!   where it stays silent.
 //! - `kubectl kustomize deploy/overlays/example-monitoring` is the example site plus the
 //!   component's four objects. kubernetes-validate has no schema for the Prometheus
-//!   Operator's kinds (it warns and passes them), and the operator's CRDs are not in any
-//!   package this project installs, so the PodMonitors and the PrometheusRule are read
-//!   strictly into the `monitoring.coreos.com/v1` fields they may use (modelled below on
-//!   the operator's API: an unknown or misplaced field fails), and their selectors, ports
-//!   and job names are checked against the manifests they scrape.
+//!   Operator's kinds (it warns and passes them), so the PodMonitors and the
+//!   PrometheusRule are validated against the operator's own CRDs: generated from its API
+//!   types (`upstream/monitoring-crds`, run by `upstream/build.sh`) and checked strictly
+//!   (`tests/validate_crds.py`: an undeclared field is an error). They are also read
+//!   strictly into the `monitoring.coreos.com/v1` fields they may use (modelled below),
+//!   and their selectors, ports and job names are checked against the manifests they
+//!   scrape.
 //! - A real run: the sim, the reconciler and an agent per node (the e2e harness), a
 //!   rollout and a rollback that halts a pool; every metric name and label the rules and
 //!   the dashboard select must be in what the reconciler and the agents then serve on
@@ -1262,4 +1264,96 @@ async fn the_rules_and_the_dashboard_select_only_what_a_real_run_serves() -> Res
         problems.join("\n")
     );
     Ok(())
+}
+
+/// The validator of deploy/components/monitoring against the operator's CRDs.
+const VALIDATE_CRDS: &str = "deploy/components/monitoring/tests/validate_crds.py";
+
+/// The Prometheus Operator's CRDs `upstream/build.sh` generates from the operator's API
+/// types (`upstream/monitoring-crds`), or `None` (said) without them: then the test skips,
+/// unless KUBELET_GITOPS_E2E_REQUIRE is set (CI), when it fails.
+fn operator_crds(test: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os("UPSTREAM_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("upstream/bin"))
+        .join("monitoring-crds");
+    if dir.join("monitoring.coreos.com_podmonitors.yaml").is_file() {
+        return Some(dir);
+    }
+    let why = format!(
+        "{test}: no Prometheus Operator CRDs in {} (run upstream/build.sh, which generates \
+         them with upstream/monitoring-crds/generate.sh)",
+        dir.display()
+    );
+    assert!(
+        std::env::var_os("KUBELET_GITOPS_E2E_REQUIRE").is_none(),
+        "{why}"
+    );
+    eprintln!("SKIPPED {why}");
+    None
+}
+
+/// Runs the validator on `objects`; its exit code and output.
+fn validate_crds(crds: &Path, objects: &[Value]) -> (Option<i32>, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("objects.json");
+    std::fs::write(&file, serde_json::to_vec(objects).unwrap()).unwrap();
+    let out = Command::new("python3")
+        .arg(repo_root().join(VALIDATE_CRDS))
+        .arg(crds)
+        .arg(&file)
+        .output()
+        .expect("run python3 (the CRD validator)");
+    (out.status.code(), both(&out))
+}
+
+#[test]
+fn the_components_objects_validate_against_the_operators_crds() {
+    const TEST: &str = "the_components_objects_validate_against_the_operators_crds";
+    let Some(kubectl) = kubectl() else {
+        eprintln!("skipped {TEST}: no kubectl with kustomize 5 (it renders the kustomizations)");
+        return;
+    };
+    let Some(crds) = operator_crds(TEST) else {
+        return;
+    };
+    let deps = Command::new("python3")
+        .args(["-c", "import jsonschema, yaml"])
+        .output();
+    if !deps.as_ref().is_ok_and(|o| o.status.success()) {
+        // .ci/run installs kubernetes-validate, which brings jsonschema and PyYAML.
+        eprintln!("skipped {TEST}: python3 with jsonschema and PyYAML is not installed");
+        return;
+    }
+    let objects = kustomize(&kubectl, OVERLAY);
+    let (code, out) = validate_crds(&crds, &objects);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("3 objects checked, 0 problems"), "{out}");
+
+    // It can fail: a misspelled field, a wrong type, an unknown relabel action.
+    let mut bad = objects.clone();
+    for o in &mut bad {
+        match o["kind"].as_str() {
+            Some("PodMonitor") => {
+                let endpoints = o["spec"]["podMetricsEndpoints"].take();
+                o["spec"]["podMetricsEndpoint"] = endpoints;
+            }
+            Some("PrometheusRule") => {
+                o["spec"]["groups"][0]["interval"] = Value::from(30);
+            }
+            _ => {}
+        }
+    }
+    let (code, out) = validate_crds(&crds, &bad);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("PodMonitor/kubelet-gitops-reconciler: spec: Additional properties are not allowed ('podMetricsEndpoint' was unexpected)"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "PrometheusRule/kubelet-gitops: spec.groups.0.interval: 30 is not of type 'string'"
+        ),
+        "{out}"
+    );
 }
