@@ -59,6 +59,17 @@ pub fn pools(report: &Report, layout: &Layout) -> String {
         ]);
     }
     table(&mut out, &rows, layout.width);
+    // Why the reconciler holds a pool (its rollout record): a window, a soak, a manual
+    // drain, which the phase alone (`waiting`) does not say.
+    for p in &report.pools {
+        if let Some(hold) = &p.hold {
+            out.push_str(&cut(
+                &format!("{}: {}", clean(&p.pool), clean(hold)),
+                layout.width,
+            ));
+            out.push('\n');
+        }
+    }
 
     let mut lines = vec![[
         "NODE".to_string(),
@@ -371,6 +382,21 @@ gpu-1  gpu   RolledBack  3m   kubelet did not become healthy\\n\\u{1b}[2Jforged
 gpu-2  gpu   waiting     -    on kubelet-gitops/kubelet-gpu-694c7bk8m6
 ";
         assert_eq!(text, expected);
+    }
+
+    #[test]
+    fn a_pools_hold_follows_the_pools_table() {
+        let mut r = report();
+        r.pools[0].phase = Phase::Waiting;
+        r.pools[0].hold = Some("waiting for the window Sat 02:00 Europe/Berlin\u{1b}[2J".into());
+        let text = pools(&r, &Layout::default());
+        assert!(
+            text.contains(
+                "gpu      halted   fedcba9  kubelet-gpu-b9mf448k4d      [--------------------] 0/3 (1 failed)\n\
+                 general: waiting for the window Sat 02:00 Europe/Berlin\\u{1b}[2J\n\nNODE"
+            ),
+            "{text}"
+        );
     }
 
     #[test]
