@@ -41,8 +41,8 @@ use serde_json::Value;
 use crate::gc::REFERENCING;
 use crate::model::{Interner, NodeInfo, Overlap, Placement, PoolIndex, PoolSpec, StrMap, place};
 use crate::rollout::{
-    DrainObservations, NodeAction, NodeChange, PoolReport, PoolTarget, RolloutPlan, WaveOpened,
-    leave_reason, leave_release, plan_pool, push_action,
+    DrainObservations, NodeAction, PoolReport, PoolTarget, RolloutPlan, WaveOpened, leave_reason,
+    plan_pool, push_leaving,
 };
 use jiff::Timestamp;
 use kubelet_gitops_core::disruption::Class;
@@ -459,16 +459,7 @@ impl Fleet {
         let mut actions = Vec::new();
         for (name, reason) in &self.leaving {
             if let Some(slot) = self.nodes.get(name) {
-                push_action(&mut actions, &slot.info, None, NodeChange::Unassign, reason);
-                if let Some(release) = leave_release(&slot.info) {
-                    push_action(
-                        &mut actions,
-                        &slot.info,
-                        None,
-                        release,
-                        "left every pool while drained",
-                    );
-                }
+                push_leaving(&mut actions, &slot.info, reason);
             }
         }
         let mut reports = Vec::with_capacity(self.pools.len());

@@ -358,16 +358,7 @@ pub fn plan_rollout(
     }
     for node in members(&assignment.unassigned) {
         if let Some(reason) = leave_reason(namespace, node) {
-            push_action(&mut actions, node, None, NodeChange::Unassign, reason);
-        }
-        if let Some(release) = leave_release(node) {
-            push_action(
-                &mut actions,
-                node,
-                None,
-                release,
-                "left every pool while drained",
-            );
+            push_leaving(&mut actions, node, reason);
         }
     }
 
@@ -404,12 +395,23 @@ pub(crate) fn leave_reason(namespace: &str, node: &NodeInfo) -> Option<&'static 
     }
 }
 
-/// The release of a drain on a node that is in no pool (its drain is no one's now).
-pub(crate) fn leave_release(node: &NodeInfo) -> Option<NodeChange> {
+/// The writes for a node that left every pool (`reason`, from [`leave_reason`]): its
+/// reconciler annotations go, and a drain of ours on it is released (uncordoned).
+pub(crate) fn push_leaving(actions: &mut Vec<NodeAction>, node: &NodeInfo, reason: &'static str) {
+    push_action(actions, node, None, NodeChange::Unassign, reason);
     let view = drain::DrainView::of(node);
-    view.present.then_some(NodeChange::Release {
-        uncordon: view.cordoned,
-    })
+    if view.present {
+        let release = NodeChange::Release {
+            uncordon: view.cordoned,
+        };
+        push_action(
+            actions,
+            node,
+            None,
+            release,
+            "left every pool while drained",
+        );
+    }
 }
 
 /// Appends an action unless it is a no-op.
@@ -694,11 +696,7 @@ fn plan_pool_steps(
         }
         if !manual.is_empty() {
             report.hold = Some(Hold::Manual { nodes: manual });
-            let retry = now
-                .checked_add(
-                    SignedDuration::try_from(drain::DRAIN_RETRY).unwrap_or(SignedDuration::MAX),
-                )
-                .unwrap_or(Timestamp::MAX);
+            let retry = drain::retry_at(now);
             report.wake_at = Some(report.wake_at.map_or(retry, |w| w.min(retry)));
         }
     };
@@ -851,9 +849,6 @@ fn continue_drain(
             .draining
             .push(format!("{}: cordoned, evicting", node.name));
     }
-    let retry = now
-        .checked_add(SignedDuration::try_from(drain::DRAIN_RETRY).unwrap_or(SignedDuration::MAX))
-        .unwrap_or(Timestamp::MAX);
-    let wake = retry.min(deadline);
+    let wake = drain::retry_at(now).min(deadline);
     *drain_wake = Some(drain_wake.map_or(wake, |w: Timestamp| w.min(wake)));
 }

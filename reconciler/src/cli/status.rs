@@ -284,6 +284,8 @@ async fn follow(
     let mut ready = [false; 3];
     // The last watch error shown, to say it once (the watcher retries with back-off).
     let mut failing: Option<String> = None;
+    // The rollout record last read, by the resourceVersion it was read at.
+    let mut record: Option<(Option<Option<String>>, Option<RolloutRecord>)> = None;
     let mut last = None;
     let sleep_until = |d: Option<tokio::time::Instant>| async move {
         match d {
@@ -336,10 +338,15 @@ async fn follow(
             .iter()
             .map(|c| configmap_obs(&c.metadata))
             .collect();
-        let record = record_store
-            .get(&kube::runtime::reflector::ObjectRef::new(RECORD_NAME).within(ns))
-            .and_then(|cm| read_record(&cm));
-        let report = model::survey(&nodes, &cms, ns, only, Timestamp::now(), record.as_ref());
+        // The record is read again only when it changed (a warning about it is said once).
+        let cm =
+            record_store.get(&kube::runtime::reflector::ObjectRef::new(RECORD_NAME).within(ns));
+        let version = cm.as_ref().map(|c| c.metadata.resource_version.clone());
+        if record.as_ref().map(|(v, _)| v) != Some(&version) {
+            record = Some((version, cm.and_then(|cm| read_record(&cm))));
+        }
+        let recorded = record.as_ref().and_then(|(_, r)| r.as_ref());
+        let report = model::survey(&nodes, &cms, ns, only, Timestamp::now(), recorded);
         if progress {
             let text = render(&report, output, &layout)?;
             // Off a terminal (and as json/yaml) a status is printed again only when it

@@ -154,15 +154,9 @@ pub(crate) async fn run(client: &kube::Client, metrics: &Metrics, task: &DrainTa
             Err(e) => {
                 let why = refusal(&name, &e);
                 if crate::api::error_code(&e) != 429 {
-                    let verb = if task.work == DrainWork::Force {
-                        "delete"
-                    } else {
-                        "create"
-                    };
-                    let resource = if task.work == DrainWork::Force {
-                        "pods"
-                    } else {
-                        "pods/eviction"
+                    let (verb, resource) = match task.work {
+                        DrainWork::Force => ("delete", "pods"),
+                        _ => ("create", "pods/eviction"),
                     };
                     metrics.api_error(verb, resource, crate::api::error_code(&e));
                 }

@@ -238,8 +238,8 @@ impl Reconciler {
         }
 
         // Observe the published ConfigMaps.
-        let listed: Vec<_> = configmaps
-            .state()
+        let snapshot = configmaps.state();
+        let listed: Vec<_> = snapshot
             .iter()
             .filter_map(|m| published_configmap(m))
             .collect();
@@ -331,7 +331,7 @@ impl Reconciler {
                 .filter(|c| !c.is_empty())
         };
         let recorded = if desired.classes.len() < desired.rendered.pools.len() {
-            recorded_classes(configmaps)
+            recorded_classes(&snapshot)
         } else {
             HashMap::new()
         };
@@ -752,9 +752,10 @@ impl Reconciler {
 }
 
 /// The change class each published ConfigMap records ([`CHANGE_CLASS`]), by name.
-fn recorded_classes(configmaps: &ConfigMapStore) -> HashMap<String, Class> {
+fn recorded_classes(
+    configmaps: &[Arc<kube::api::PartialObjectMeta<ConfigMap>>],
+) -> HashMap<String, Class> {
     configmaps
-        .state()
         .iter()
         .filter_map(|m| {
             let name = m.metadata.name.clone()?;

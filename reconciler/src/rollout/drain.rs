@@ -34,7 +34,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 use kubelet_gitops_core::protocol::{CORDONED, ConfigRef, DRAIN, DRAIN_BLOCKED, DRAIN_SINCE};
 
 use crate::model::NodeInfo;
@@ -104,6 +104,14 @@ impl Default for Drain {
 /// How often a drain in progress is looked at again (pods gone, a budget that allows an
 /// eviction now): kubectl drain's own retry interval.
 pub const DRAIN_RETRY: Duration = Duration::from_secs(5);
+
+/// When a drain (or a manual pool's check) waiting at `now` is looked at again.
+pub fn retry_at(now: Timestamp) -> Timestamp {
+    SignedDuration::try_from(DRAIN_RETRY)
+        .ok()
+        .and_then(|d| now.checked_add(d).ok())
+        .unwrap_or(Timestamp::MAX)
+}
 
 /// What the controller last saw of a node's pods.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

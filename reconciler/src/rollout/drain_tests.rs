@@ -10,12 +10,12 @@ use kubelet_gitops_core::disruption::Class;
 use kubelet_gitops_core::protocol::{CORDONED, DRAIN, DRAIN_BLOCKED, DRAIN_SINCE, State};
 
 use super::drain::{Drain, DrainMode, DrainSeen, DrainWork};
-use super::testing::{NS, agent_step, apply_plan, cm, node, pool};
+use super::testing::{NS, agent_step, apply_plan, cm, new_target as target, node, pool};
 use super::*;
 use crate::model::IntOrPercent;
 
 const OLD: &str = "kubelet-gpu-old";
-const NEW: &str = "kubelet-gpu-new";
+const NEW: &str = super::testing::NEW_TARGET;
 const T0: &str = "2026-12-01T02:00:00Z";
 
 fn at(secs: i64) -> Timestamp {
@@ -23,16 +23,6 @@ fn at(secs: i64) -> Timestamp {
         .unwrap()
         .checked_add(SignedDuration::from_secs(secs))
         .unwrap()
-}
-
-fn target(spec: &PoolSpec, class: Option<Class>) -> PoolTarget<'_> {
-    PoolTarget {
-        spec,
-        target: cm(NEW),
-        target_created: Some("2025-01-01T00:00:00Z".into()),
-        class,
-        wave_opened: None,
-    }
 }
 
 fn nodes(names: &[&str]) -> Vec<NodeInfo> {

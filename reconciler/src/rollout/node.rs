@@ -4,7 +4,7 @@
 use std::time::SystemTime;
 
 use kubelet_gitops_core::protocol::{
-    CURRENT_CONFIG, ConfigRef, DESIRED_CONFIG, MESSAGE, OBSERVED_CONFIG, STATE, State,
+    CURRENT_CONFIG, ConfigRef, DESIRED_CONFIG, DRAIN, MESSAGE, OBSERVED_CONFIG, STATE, State,
 };
 
 use super::drain::DrainView;
@@ -122,7 +122,12 @@ impl<'a> NodeView<'a> {
 /// Classifies `node` with respect to `target` (see [`NodeRolloutStatus`]).
 pub fn node_status(node: &NodeInfo, target: &ConfigRef) -> NodeRolloutStatus {
     let view = NodeView::of(node);
-    let drain = DrainView::of(node);
+    // Only a node with a drain record has a drain to classify (most have none).
+    let drain = if node.annotations.get(DRAIN).is_some() {
+        DrainView::of(node)
+    } else {
+        DrainView::default()
+    };
     match view.desired {
         Some(ref desired) if desired == target => {
             if view.observed.as_ref() != Some(desired) {

@@ -8,8 +8,9 @@ use kubelet_gitops_core::protocol::{
     State,
 };
 
-use super::{NodeAction, RolloutPlan};
+use super::{NodeAction, PoolTarget, RolloutPlan};
 use crate::model::{IntOrPercent, LabelSelector, NodeInfo, PoolSpec, Rollout};
+use kubelet_gitops_core::disruption::Class;
 
 /// The namespace the fixtures publish in.
 pub const NS: &str = "kubelet-gitops";
@@ -215,4 +216,19 @@ pub fn agent_step(node: &mut NodeInfo) -> bool {
         a.insert(LAST_KNOWN_GOOD, desired);
     }
     true
+}
+
+/// The ConfigMap [`new_target`] names.
+pub const NEW_TARGET: &str = "kubelet-gpu-new";
+
+/// `spec`'s target [`NEW_TARGET`], published 2025-01-01 (before every test node), of
+/// change class `class`.
+pub fn new_target(spec: &PoolSpec, class: Option<Class>) -> PoolTarget<'_> {
+    PoolTarget {
+        spec,
+        target: cm(NEW_TARGET),
+        target_created: Some("2025-01-01T00:00:00Z".into()),
+        class,
+        wave_opened: None,
+    }
 }

@@ -5,14 +5,13 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 use kubelet_gitops_core::disruption::Class;
 
-use super::testing::{NS, agent_step, apply_plan, cm, node, pool};
+use super::testing::{NS, agent_step, apply_plan, new_target as target, node, pool};
 use super::window::{AppliesTo, Maintenance, Window, parse_days, parse_start, parse_zone};
 use super::*;
 use crate::model::{IntOrPercent, Waves};
 
-const PUBLISHED: &str = "2025-01-01T00:00:00Z";
 const OLD: &str = "kubelet-gpu-old";
-const NEW: &str = "kubelet-gpu-new";
+const NEW: &str = super::testing::NEW_TARGET;
 
 fn at(s: &str) -> Timestamp {
     s.parse().unwrap()
@@ -33,16 +32,6 @@ fn tuesday_window(applies_to: AppliesTo) -> Maintenance {
             zone_name: "UTC".into(),
             zone: parse_zone("UTC").unwrap(),
         }],
-    }
-}
-
-fn target(spec: &PoolSpec, class: Option<Class>) -> PoolTarget<'_> {
-    PoolTarget {
-        spec,
-        target: cm(NEW),
-        target_created: Some(PUBLISHED.into()),
-        class,
-        wave_opened: None,
     }
 }
 
