@@ -42,6 +42,8 @@ pub mod names;
 pub mod node_setup;
 pub mod protocol;
 pub mod quantity;
+#[cfg(feature = "kube")]
+pub mod retry;
 pub mod state_files;
 pub mod types;
 pub mod validation;

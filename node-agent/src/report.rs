@@ -9,6 +9,8 @@
 //! by condition type and so leaves the kubelet's own conditions alone.
 
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Event, EventSource, Node, NodeCondition, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -20,6 +22,7 @@ use kubelet_gitops_core::protocol::{
     self, CONDITION_TYPE, CURRENT_CONFIG, LAST_KNOWN_GOOD, MESSAGE, NODE_SETUP, OBSERVED_CONFIG,
     STATE, State,
 };
+use kubelet_gitops_core::retry::{self, Failure, RetryPolicy};
 use serde_json::{Map, Value, json};
 use tracing::{debug, warn};
 
@@ -362,12 +365,22 @@ pub enum ReportError {
     },
 }
 
+/// How the agent retries its writes: a conflict, a 5xx or a dropped connection is tried
+/// again within about two seconds before the step that wrote fails (and the driver backs
+/// off).
+pub const WRITE_RETRY: RetryPolicy = RetryPolicy {
+    attempts: 4,
+    initial: Duration::from_millis(200),
+    max: Duration::from_secs(1),
+};
+
 /// Writes the agent's report on its own Node.
 #[derive(Clone)]
 pub struct Reporter {
     nodes: Api<Node>,
     events: Api<Event>,
     node: String,
+    retry: RetryPolicy,
 }
 
 impl Reporter {
@@ -377,7 +390,22 @@ impl Reporter {
             nodes: Api::all(client.clone()),
             events: Api::namespaced(client, "default"),
             node: node.to_string(),
+            retry: WRITE_RETRY,
         }
+    }
+
+    /// `f`, retried by [`WRITE_RETRY`]; each retry logged (debug) as `what`.
+    async fn retrying<T, F, Fut>(&self, what: &'static str, f: F) -> Result<T, kube::Error>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, kube::Error>>,
+    {
+        let on_failure = |failure: Failure<'_>| {
+            if let Some(retry_in) = failure.retry_in {
+                debug!(node = %self.node, what, attempt = failure.attempt, ?retry_in, error = %failure.error, "API request failed; retrying");
+            }
+        };
+        retry::retrying(&self.retry, on_failure, f).await
     }
 
     /// Makes the Node (`live`, as last seen) show `wanted`: its annotations and its
@@ -399,23 +427,27 @@ impl Reporter {
             None => return Ok(None),
             Some(ReportWrite::Annotations(patch)) => {
                 debug!(node = %self.node, %patch, "patching annotations");
-                self.nodes
-                    .patch(&self.node, &params, &Patch::Merge(&patch))
-                    .await
-                    .map_err(|source| ReportError::Annotations {
-                        node: self.node.clone(),
-                        source,
-                    })?
+                let patch = Patch::Merge(&patch);
+                self.retrying("patch node", || {
+                    self.nodes.patch(&self.node, &params, &patch)
+                })
+                .await
+                .map_err(|source| ReportError::Annotations {
+                    node: self.node.clone(),
+                    source,
+                })?
             }
             Some(ReportWrite::Status(patch)) => {
                 debug!(node = %self.node, %patch, "patching the condition (and annotations)");
-                self.nodes
-                    .patch_status(&self.node, &params, &Patch::Strategic(&patch))
-                    .await
-                    .map_err(|source| ReportError::Condition {
-                        node: self.node.clone(),
-                        source,
-                    })?
+                let patch = Patch::Strategic(&patch);
+                self.retrying("patch node status", || {
+                    self.nodes.patch_status(&self.node, &params, &patch)
+                })
+                .await
+                .map_err(|source| ReportError::Condition {
+                    node: self.node.clone(),
+                    source,
+                })?
             }
         };
         Ok(Some(node))
@@ -439,14 +471,16 @@ impl Reporter {
             ..PatchParams::default()
         };
         debug!(node = %self.node, bytes = wanted.len(), "reporting the node's kubelet set-up");
-        self.nodes
-            .patch(&self.node, &params, &Patch::Merge(&patch))
-            .await
-            .map(Some)
-            .map_err(|source| ReportError::Annotations {
-                node: self.node.clone(),
-                source,
-            })
+        let patch = Patch::Merge(&patch);
+        self.retrying("patch node", || {
+            self.nodes.patch(&self.node, &params, &patch)
+        })
+        .await
+        .map(Some)
+        .map_err(|source| ReportError::Annotations {
+            node: self.node.clone(),
+            source,
+        })
     }
 
     /// Posts an Event on the Node. Events are for people: a failure is logged, not
@@ -464,7 +498,9 @@ impl Reporter {
 
     async fn post(&self, uid: Option<String>, kind: EventType, reason: &str, message: &str) {
         let ev = event_about(uid, &self.node, kind, reason, message, Timestamp::now());
-        match self.events.create(&PostParams::default(), &ev).await {
+        let post = PostParams::default();
+        let create = || self.events.create(&post, &ev);
+        match self.retrying("create event", create).await {
             Ok(_) => debug!(node = %self.node, reason, "event posted"),
             Err(e) => warn!(node = %self.node, reason, error = %e, "event not posted"),
         }

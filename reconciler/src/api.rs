@@ -1,97 +1,12 @@
-//! Kubernetes API calls with retries: which failures are worth retrying, how long to wait,
-//! and counting every failure in the metrics.
-//!
-//! kube's client already retries 429, 503 and 504 (honouring `Retry-After`) inside its
-//! tower stack; this layer adds what it leaves: 500s, optimistic-concurrency conflicts
-//! (409 Conflict, not 409 AlreadyExists), dropped connections, and a 429 that outlasted
-//! kube's own retries. What is not retried (403, 404, 422, AlreadyExists ...) is returned
-//! at once for the caller to interpret.
+//! Kubernetes API calls with retries ([`kubelet_gitops_core::retry`]), every failure
+//! counted in the metrics and each retry logged.
 
 use std::future::Future;
-use std::hash::{BuildHasher, RandomState};
-use std::time::Duration;
+
+pub use kubelet_gitops_core::retry::RetryPolicy;
+pub(crate) use kubelet_gitops_core::retry::{error_code, jitter};
 
 use crate::metrics::Metrics;
-
-/// What to do after a failed request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Disposition {
-    /// Transient: try again, after the server's `Retry-After` when it gave one.
-    Retry(Option<Duration>),
-    /// Permanent for this request.
-    Fail,
-}
-
-/// The HTTP status of a failed request; 0 when there was no answer.
-pub(crate) fn error_code(e: &kube::Error) -> u16 {
-    match e {
-        kube::Error::Api(status) => status.code,
-        _ => 0,
-    }
-}
-
-/// Whether `e` is worth retrying.
-pub(crate) fn classify(e: &kube::Error) -> Disposition {
-    match e {
-        kube::Error::Api(status) => match status.code {
-            429 => Disposition::Retry(
-                status
-                    .details
-                    .as_ref()
-                    .map(|d| d.retry_after_seconds)
-                    .filter(|s| *s > 0)
-                    .map(|s| Duration::from_secs(u64::from(s))),
-            ),
-            500 | 502 | 503 | 504 => Disposition::Retry(None),
-            409 if !status.is_already_exists() => Disposition::Retry(None),
-            _ => Disposition::Fail,
-        },
-        kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => {
-            Disposition::Retry(None)
-        }
-        _ => Disposition::Fail,
-    }
-}
-
-/// How often and how patiently to retry one request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetryPolicy {
-    /// Attempts in all, the first included.
-    pub attempts: u32,
-    /// The first backoff; it doubles per attempt, with jitter.
-    pub initial: Duration,
-    /// The longest backoff (a server's `Retry-After` may be longer).
-    pub max: Duration,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        RetryPolicy {
-            attempts: 8,
-            initial: Duration::from_millis(50),
-            max: Duration::from_secs(5),
-        }
-    }
-}
-
-impl RetryPolicy {
-    /// The wait before attempt `attempt + 1` (`attempt` from 1): exponential, capped,
-    /// with "equal jitter" (half fixed, half random) so replicas and requests spread out.
-    pub fn backoff(&self, attempt: u32) -> Duration {
-        let exp = self
-            .initial
-            .saturating_mul(1u32 << attempt.saturating_sub(1).min(16))
-            .min(self.max);
-        let half = exp / 2;
-        half + half.mul_f64(jitter())
-    }
-}
-
-/// A number in `[0, 1)`, from std's randomly seeded hasher (good enough for jitter).
-pub(crate) fn jitter() -> f64 {
-    let bits = RandomState::new().hash_one(std::time::Instant::now());
-    (bits >> 11) as f64 / (1u64 << 53) as f64
-}
 
 /// One kind of request, for logs and metrics.
 #[derive(Debug, Clone, Copy)]
@@ -107,38 +22,27 @@ pub(crate) async fn retrying<T, F, Fut>(
     call: Call<'_>,
     policy: &RetryPolicy,
     metrics: &Metrics,
-    mut f: F,
+    f: F,
 ) -> Result<T, kube::Error>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, kube::Error>>,
 {
-    let mut attempt = 1;
-    loop {
-        match f().await {
-            Ok(v) => return Ok(v),
-            Err(e) => {
-                metrics.api_error(call.verb, call.resource, error_code(&e));
-                let wait = match classify(&e) {
-                    Disposition::Retry(after) if attempt < policy.attempts => {
-                        after.unwrap_or_else(|| policy.backoff(attempt))
-                    }
-                    _ => return Err(e),
-                };
-                tracing::debug!(
-                    verb = call.verb,
-                    resource = call.resource,
-                    name = call.name,
-                    attempt,
-                    retry_in = ?wait,
-                    error = %e,
-                    "API request failed; retrying"
-                );
-                tokio::time::sleep(wait).await;
-                attempt += 1;
-            }
+    let on_failure = |failure: kubelet_gitops_core::retry::Failure<'_>| {
+        metrics.api_error(call.verb, call.resource, error_code(failure.error));
+        if let Some(retry_in) = failure.retry_in {
+            tracing::debug!(
+                verb = call.verb,
+                resource = call.resource,
+                name = call.name,
+                attempt = failure.attempt,
+                ?retry_in,
+                error = %failure.error,
+                "API request failed; retrying"
+            );
         }
-    }
+    };
+    kubelet_gitops_core::retry::retrying(policy, on_failure, f).await
 }
 
 #[cfg(test)]
@@ -146,46 +50,14 @@ mod tests {
     use super::*;
     use kube::core::Status;
     use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::Duration;
 
     fn api(code: u16, reason: &str) -> kube::Error {
         kube::Error::Api(Status::failure("x", reason).with_code(code).boxed())
     }
 
-    #[test]
-    fn classification() {
-        assert_eq!(
-            classify(&api(500, "InternalError")),
-            Disposition::Retry(None)
-        );
-        assert_eq!(classify(&api(409, "Conflict")), Disposition::Retry(None));
-        assert_eq!(classify(&api(409, "AlreadyExists")), Disposition::Fail);
-        assert_eq!(classify(&api(404, "NotFound")), Disposition::Fail);
-        assert_eq!(classify(&api(403, "Forbidden")), Disposition::Fail);
-        let mut throttled = Status::failure("slow down", "TooManyRequests").with_code(429);
-        throttled.details =
-            Some(serde_json::from_value(serde_json::json!({"retryAfterSeconds": 3})).unwrap());
-        assert_eq!(
-            classify(&kube::Error::Api(throttled.boxed())),
-            Disposition::Retry(Some(Duration::from_secs(3)))
-        );
-    }
-
-    #[test]
-    fn backoff_grows_and_is_capped() {
-        let p = RetryPolicy {
-            attempts: 10,
-            initial: Duration::from_millis(100),
-            max: Duration::from_secs(1),
-        };
-        for attempt in 1..12 {
-            let d = p.backoff(attempt);
-            let exp = Duration::from_millis(100 * (1 << (attempt - 1).min(10))).min(p.max);
-            assert!(d >= exp / 2 && d <= exp, "attempt {attempt}: {d:?}");
-        }
-    }
-
     #[tokio::test]
-    async fn retries_transient_errors_then_gives_up_on_permanent_ones() {
+    async fn every_failed_attempt_is_counted() {
         let metrics = Metrics::new();
         let policy = RetryPolicy {
             attempts: 5,
@@ -207,35 +79,24 @@ mod tests {
         })
         .await;
         assert_eq!(r.ok(), Some(7));
-        assert_eq!(calls.load(Ordering::SeqCst), 3);
 
-        calls.store(0, Ordering::SeqCst);
         let r: Result<(), _> = retrying(call, &policy, &metrics, || async {
-            calls.fetch_add(1, Ordering::SeqCst);
-            Err(api(403, "Forbidden"))
-        })
-        .await;
-        assert!(r.is_err());
-        assert_eq!(calls.load(Ordering::SeqCst), 1, "403 is not retried");
-
-        calls.store(0, Ordering::SeqCst);
-        let r: Result<(), _> = retrying(call, &policy, &metrics, || async {
-            calls.fetch_add(1, Ordering::SeqCst);
             Err(api(500, "InternalError"))
         })
         .await;
         assert!(r.is_err());
-        assert_eq!(
-            calls.load(Ordering::SeqCst),
-            5,
-            "gives up after the attempts"
-        );
+        let r: Result<(), _> = retrying(call, &policy, &metrics, || async {
+            Err(api(403, "Forbidden"))
+        })
+        .await;
+        assert!(r.is_err());
         let text = metrics.encode();
-        assert!(
-            text.contains(
-                "kubelet_gitops_api_errors_total{verb=\"patch\",resource=\"nodes\",code=\"500\"} 6"
-            ),
-            "{text}"
-        );
+        for line in [
+            "kubelet_gitops_api_errors_total{verb=\"patch\",resource=\"nodes\",code=\"500\"} 6",
+            "kubelet_gitops_api_errors_total{verb=\"patch\",resource=\"nodes\",code=\"409\"} 1",
+            "kubelet_gitops_api_errors_total{verb=\"patch\",resource=\"nodes\",code=\"403\"} 1",
+        ] {
+            assert!(text.contains(line), "{line}\n{text}");
+        }
     }
 }

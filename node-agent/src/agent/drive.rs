@@ -67,7 +67,34 @@ pub(super) struct Memory {
     pub(super) written: Option<Node>,
     /// After a failed report of the node's set-up: not before then again (and said once).
     setup_retry_at: Option<Instant>,
-    error_backoff: Option<Duration>,
+    error_backoff: ErrorBackoff,
+}
+
+/// The wait after a step failed with an error: it doubles while the same step keeps
+/// failing ([`ERROR_BACKOFF`]), and starts again from the first when a different step
+/// fails: a pass that failed only to report (a flaky API server) while its work moved
+/// the node on is not held to the back-off of the step before.
+#[derive(Debug, Default)]
+pub(super) struct ErrorBackoff {
+    /// The step that failed last (`None`: the observation failed) and the wait after it.
+    last: Option<(Option<Step>, Duration)>,
+}
+
+impl ErrorBackoff {
+    /// The wait after `step` failed.
+    pub(super) fn failed(&mut self, step: Option<Step>) -> Duration {
+        let delay = match &self.last {
+            Some((last, d)) if *last == step => (*d * 2).min(ERROR_BACKOFF.1),
+            _ => ERROR_BACKOFF.0,
+        };
+        self.last = Some((step, delay));
+        delay
+    }
+
+    /// A pass succeeded.
+    pub(super) fn reset(&mut self) {
+        self.last = None;
+    }
 }
 
 /// The agent's loop around [`decide`].
@@ -174,27 +201,23 @@ impl Driver {
             self.memory.node_seen = true;
             let setup = self.setup(Some(&node));
             self.report_setup(&node, &setup).await;
-            let result = match self.observe(&node, &setup).await {
+            let (step, result) = match self.observe(&node, &setup).await {
                 Ok(observed) => {
                     let step = decide(&observed);
                     debug!(?step, "decided");
-                    self.execute(step, &node, &observed, &setup).await
+                    let result = self.execute(step.clone(), &node, &observed, &setup).await;
+                    (Some(step), result)
                 }
-                Err(e) => Err(e),
+                Err(e) => (None, Err(e)),
             };
             match result {
-                Ok(Next::Decide) => self.memory.error_backoff = None,
+                Ok(Next::Decide) => self.memory.error_backoff.reset(),
                 Ok(Next::Wait { wake_at }) => {
-                    self.memory.error_backoff = None;
+                    self.memory.error_backoff.reset();
                     self.wait(wake_at).await;
                 }
                 Err(e) => {
-                    let delay = self
-                        .memory
-                        .error_backoff
-                        .map(|d| (d * 2).min(ERROR_BACKOFF.1))
-                        .unwrap_or(ERROR_BACKOFF.0);
-                    self.memory.error_backoff = Some(delay);
+                    let delay = self.memory.error_backoff.failed(step);
                     self.metrics.error();
                     let message = error_chain(&e);
                     error!(error = %message, retry_in = ?delay, "step failed");
@@ -391,5 +414,24 @@ mod tests {
         assert_eq!(secs_ceil(Duration::from_millis(2001)), 3);
         assert_eq!(secs_ceil(Duration::ZERO), 0);
         assert_eq!(human(150), "2m 30s");
+    }
+
+    #[test]
+    fn the_error_backoff_doubles_per_step_and_starts_over_when_another_step_fails() {
+        let mut b = ErrorBackoff::default();
+        let secs = |d: Duration| d.as_secs();
+        assert_eq!(secs(b.failed(Some(Step::Write))), 1);
+        assert_eq!(secs(b.failed(Some(Step::Write))), 2);
+        assert_eq!(secs(b.failed(Some(Step::Write))), 4);
+        // The write went through, the report of it did not: the next step starts over.
+        assert_eq!(secs(b.failed(Some(Step::Restart))), 1);
+        assert_eq!(secs(b.failed(Some(Step::Restart))), 2);
+        assert_eq!(secs(b.failed(None)), 1, "an observation that failed");
+        for _ in 0..10 {
+            b.failed(None);
+        }
+        assert_eq!(b.failed(None), ERROR_BACKOFF.1, "capped");
+        b.reset();
+        assert_eq!(secs(b.failed(None)), 1, "a pass that succeeded starts over");
     }
 }

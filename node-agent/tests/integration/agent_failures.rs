@@ -445,3 +445,55 @@ async fn a_config_file_put_back_by_hand_during_an_apply_is_rolled_back_not_appli
     }
     h.shutdown().await;
 }
+
+/// A report the API server refuses with a conflict (or a 5xx) is tried again at once, a
+/// few times ([`node_agent::report::WRITE_RETRY`]), before the step that wrote it fails
+/// and the agent backs off: a flaky API server does not slow every node's apply.
+#[tokio::test]
+async fn a_report_refused_with_a_conflict_is_tried_again_at_once_then_given_up() {
+    use k8s_openapi::api::core::v1::Node;
+    use kubelet_gitops_core::protocol::State;
+    use node_agent::report::{Report, Reporter, WRITE_RETRY};
+
+    let h = Harness::start().await;
+    let node: Node = serde_json::from_value(h.node()).unwrap();
+    let reporter = Reporter::new(h.client.clone(), crate::support::NODE);
+    let wanted = Report {
+        state: Some(State::Applying),
+        observed: Some("kubelet-gitops/kubelet-general-abc".into()),
+        current: Some("local".into()),
+        last_known_good: Some("local".into()),
+        message: Some("applying".into()),
+    };
+    let log = h.sim.request_log().clone();
+    let patches = || {
+        log.entries()
+            .into_iter()
+            // The test's client: the stand-in kubelet writes the store directly.
+            .filter(|e| e.verb == "patch" && e.client() == "unknown")
+            .map(|e| (e.resource, e.status))
+            .collect::<Vec<_>>()
+    };
+    log.reset();
+    h.sim.set_faults(FaultConfig {
+        conflict_409_rate_on_writes: 1.0,
+        ..FaultConfig::default()
+    });
+    let refused = reporter.publish(&node, &wanted).await;
+    h.sim.set_faults(FaultConfig::default());
+    let error = refused.expect_err("every write is refused");
+    assert_eq!(
+        patches(),
+        vec![("nodes/status".to_string(), 409); WRITE_RETRY.attempts as usize],
+        "{error}"
+    );
+
+    // With the server back, the same report goes through on its first try.
+    log.reset();
+    let written = reporter.publish(&node, &wanted).await.unwrap();
+    assert!(written.is_some());
+    assert_eq!(patches(), [("nodes/status".to_string(), 200)]);
+    let node = h.node();
+    assert_eq!(annotation(&node, STATE), Some("Applying"));
+    assert_eq!(condition(&node, "KubeletConfigReady")["status"], "False");
+}
