@@ -7,6 +7,7 @@
 //! | `kubelet_gitops_pool_nodes_desired` | gauge | `pool` | nodes whose desired-config names the pool's target |
 //! | `kubelet_gitops_pool_nodes_current` | gauge | `pool` | nodes that run the pool's target (Done on it) |
 //! | `kubelet_gitops_pool_phase` | gauge | `pool`, `phase` | 1 for the pool's phase (`Empty`, `Progressing`, `Complete`, `Halted`, `Paused`) |
+//! | `kubelet_gitops_pool_held` | gauge | `pool`, `reason` | 1 while the reconciler holds back a pool whose nodes wait, for `reason`: `window` (outside its maintenance windows), `soak` (between two waves), `manual_drain` (`drain: manual`: waiting for a person to drain the next nodes); 0 otherwise |
 //! | `kubelet_gitops_overlapping_nodes` | gauge | | nodes two pools of the same priority select (none is written) |
 //! | `kubelet_gitops_git_polls_total` | counter | `result` | polls of the branch: `new_commit`, `unchanged`, `error_retryable`, `error_fatal` |
 //! | `kubelet_gitops_git_poll_duration_seconds` | histogram | | how long one fetch took |
@@ -42,7 +43,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::git::{PollRecord, PollResult};
-use crate::rollout::{PoolPhase, PoolReport};
+use crate::rollout::{Hold, PoolPhase, PoolReport};
 
 /// The prefix of every metric name.
 pub const PREFIX: &str = "kubelet_gitops";
@@ -62,6 +63,12 @@ struct PoolStateLabels {
 struct PoolPhaseLabels {
     pool: String,
     phase: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PoolHeldLabels {
+    pool: String,
+    reason: &'static str,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -164,6 +171,16 @@ impl ReconcileResult {
 }
 
 const POOL_STATES: [&str; 4] = ["done", "in_progress", "waiting", "failed"];
+const HOLD_REASONS: [&str; 3] = ["window", "soak", "manual_drain"];
+
+/// The `reason` label of a pool held by `hold`.
+fn hold_reason(hold: &Hold) -> &'static str {
+    match hold {
+        Hold::Window { .. } => "window",
+        Hold::Soak { .. } => "soak",
+        Hold::Manual { .. } => "manual_drain",
+    }
+}
 const PHASES: [PoolPhase; 5] = [
     PoolPhase::Empty,
     PoolPhase::Progressing,
@@ -180,6 +197,7 @@ pub struct Metrics {
     pool_desired: Family<PoolLabels, Gauge>,
     pool_current: Family<PoolLabels, Gauge>,
     pool_phase: Family<PoolPhaseLabels, Gauge>,
+    pool_held: Family<PoolHeldLabels, Gauge>,
     overlapping_nodes: Gauge,
     git_polls: Family<ResultLabels, Counter>,
     git_poll_duration: Histogram,
@@ -234,6 +252,12 @@ impl Metrics {
             "pool_phase",
             "1 for the phase the pool's rollout is in",
             pool_phase.clone(),
+        );
+        let pool_held = Family::<PoolHeldLabels, Gauge>::default();
+        registry.register(
+            "pool_held",
+            "1 while the reconciler holds back the pool's waiting nodes, by reason: window, soak, manual_drain",
+            pool_held.clone(),
         );
         let overlapping_nodes = Gauge::default();
         registry.register(
@@ -394,6 +418,7 @@ impl Metrics {
             pool_desired,
             pool_current,
             pool_phase,
+            pool_held,
             overlapping_nodes,
             git_polls,
             git_poll_duration,
@@ -564,6 +589,15 @@ impl Metrics {
                     })
                     .set(i64::from(phase == r.phase));
             }
+            let held = r.hold.as_ref().map(hold_reason);
+            for reason in HOLD_REASONS {
+                self.pool_held
+                    .get_or_create(&PoolHeldLabels {
+                        pool: r.pool.clone(),
+                        reason,
+                    })
+                    .set(i64::from(held == Some(reason)));
+            }
         }
         self.overlapping_nodes.set(count(overlapping_nodes));
         *exported = now;
@@ -585,6 +619,12 @@ impl Metrics {
             self.pool_phase.remove(&PoolPhaseLabels {
                 pool: pool.to_string(),
                 phase: phase.as_str(),
+            });
+        }
+        for reason in HOLD_REASONS {
+            self.pool_held.remove(&PoolHeldLabels {
+                pool: pool.to_string(),
+                reason,
             });
         }
     }
@@ -720,5 +760,36 @@ mod tests {
         let text = m.encode();
         assert!(!text.contains("pool=\"gpu\""), "{text}");
         assert!(text.contains("pool=\"cpu\""));
+    }
+
+    #[test]
+    fn a_held_pool_says_why_and_a_pool_that_moves_on_says_nothing() {
+        let m = Metrics::new();
+        let mut gpu = report("gpu", 1, 2, PoolPhase::Progressing);
+        gpu.hold = Some(Hold::Manual {
+            nodes: vec!["gpu-2".into()],
+        });
+        m.set_pools(&[gpu.clone(), report("cpu", 3, 0, PoolPhase::Complete)], 0);
+        let text = m.encode();
+        for line in [
+            "kubelet_gitops_pool_held{pool=\"gpu\",reason=\"manual_drain\"} 1",
+            "kubelet_gitops_pool_held{pool=\"gpu\",reason=\"window\"} 0",
+            "kubelet_gitops_pool_held{pool=\"gpu\",reason=\"soak\"} 0",
+            "kubelet_gitops_pool_held{pool=\"cpu\",reason=\"manual_drain\"} 0",
+        ] {
+            assert!(text.contains(line), "{line}\n{text}");
+        }
+        gpu.hold = Some(Hold::Window { next: None });
+        m.set_pools(std::slice::from_ref(&gpu), 0);
+        let text = m.encode();
+        assert!(text.contains("kubelet_gitops_pool_held{pool=\"gpu\",reason=\"window\"} 1"));
+        assert!(text.contains("kubelet_gitops_pool_held{pool=\"gpu\",reason=\"manual_drain\"} 0"));
+        assert!(!text.contains("pool_held{pool=\"cpu\""), "retired: {text}");
+        gpu.hold = None;
+        m.set_pools(std::slice::from_ref(&gpu), 0);
+        assert!(
+            !m.encode()
+                .contains("pool_held{pool=\"gpu\",reason=\"window\"} 1")
+        );
     }
 }

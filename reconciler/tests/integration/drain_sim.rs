@@ -445,3 +445,153 @@ async fn a_drain_evicts_waits_for_the_budget_and_halts_past_its_timeout() {
     watch.abort();
     h.finish(r).await;
 }
+
+/// `drain: manual`: the reconciler cordons and evicts nothing. The node next in turn
+/// waits, the pool held (`hold`, and `kubelet_gitops_pool_held{reason="manual_drain"}`
+/// 1), until a person has cordoned it and its pods are gone; it is assigned then, and
+/// left cordoned (the person's to lift). Then the next node waits the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manual_drain_waits_for_a_person_and_never_cordons_nor_evicts() {
+    use reconciler::rollout::Hold;
+
+    let h = Harness::with_agent(Inventory::generate(2, &["w"]), AgentOptions::default()).await;
+    let (rollout, kubelet) = pool_yaml(70, "drain: manual");
+    h.repo.settings_and_pools(&[("w", &rollout, &kubelet)]);
+    h.repo.commit("first config (its class unknown: no drain)");
+    let r = h.reconciler(h.run_config("r1")).await;
+    let mut sync = r.sync_state();
+    wait_state(&mut sync, "first rollout", LONG, |s| all_complete(s, 1)).await;
+    let admin = r.admin_addr().unwrap();
+    let held = |text: &str| {
+        text.lines()
+            .find(|l| l.starts_with("kubelet_gitops_pool_held{pool=\"w\",reason=\"manual_drain\"}"))
+            .map(|l| l.rsplit(' ').next().unwrap_or_default().to_string())
+    };
+    let (_, metrics) = http_get(admin, "/metrics").await;
+    assert_eq!(held(&metrics).as_deref(), Some("0"), "{metrics}");
+
+    let client = client(&h.sim, "drain-test").await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    for (p, node) in [("web-0", "w-0"), ("web-1", "w-1")] {
+        let rs = owner(
+            "ReplicaSet",
+            "web-5d8f",
+            "0b7c1d2e-0000-4000-8000-000000000003",
+        );
+        pods.create(
+            &PostParams::default(),
+            &pod("default", p, node, json!({"app": "web"}), Some(rs)),
+        )
+        .await
+        .unwrap();
+    }
+
+    h.sim.request_log().reset();
+    let (rollout, kubelet) = pool_yaml(60, "drain: manual");
+    h.repo.pool("w", &rollout, &kubelet);
+    let change = h.repo.commit("maxPods 60: a drain-class change");
+    let waiting_for = |s: &SyncState| match &report(s, "w").hold {
+        Some(Hold::Manual { nodes }) => nodes.clone(),
+        _ => Vec::new(),
+    };
+    let s = wait_state(&mut sync, "the canary waits for a person", LONG, |s| {
+        s.applied.as_ref().is_some_and(|a| a.commit == change) && !waiting_for(s).is_empty()
+    })
+    .await;
+    let target = s.applied.as_ref().unwrap().configmaps["w"].clone();
+    let first = waiting_for(&s);
+    assert_eq!(first.len(), 1, "one canary: {first:?}");
+    let first = first[0].clone();
+    let other = if first == "w-0" { "w-1" } else { "w-0" };
+    let hold = report(&s, "w").hold.as_ref().unwrap().to_string();
+    assert!(
+        hold.starts_with(&format!(
+            "waiting for a person to drain {first} (drain: manual; `kubectl drain {first} "
+        )),
+        "{hold}"
+    );
+    // Several checks later: still nothing done to the nodes, and the pool held.
+    tokio::time::sleep(std::time::Duration::from_secs(6)).await;
+    let (_, metrics) = http_get(admin, "/metrics").await;
+    assert_eq!(held(&metrics).as_deref(), Some("1"), "{metrics}");
+    for n in h.nodes() {
+        assert_ne!(
+            n["spec"]["unschedulable"],
+            true,
+            "{}: never cordoned by us",
+            name(&n)
+        );
+        assert_ne!(
+            desired_name(&n).as_deref(),
+            Some(target.as_str()),
+            "{}",
+            name(&n)
+        );
+    }
+
+    // A person drains the canary: cordon, then its pod goes.
+    let nodes: Api<Node> = Api::all(client.clone());
+    let cordon = |node: String| {
+        let nodes = nodes.clone();
+        async move {
+            nodes
+                .patch(
+                    &node,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"unschedulable": true}})),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    let web = |node: &str| if node == "w-0" { "web-0" } else { "web-1" };
+    cordon(first.clone()).await;
+    pods.delete(web(&first), &Default::default()).await.unwrap();
+    let s = wait_state(
+        &mut sync,
+        "the canary applied, the other waits",
+        LONG,
+        |s| report(s, "w").done == 1 && waiting_for(s) == [other.to_string()],
+    )
+    .await;
+    assert_eq!(report(&s, "w").phase, PoolPhase::Progressing);
+    let canary = h.nodes().into_iter().find(|n| name(n) == first).unwrap();
+    assert_eq!(desired_name(&canary).as_deref(), Some(target.as_str()));
+    assert_eq!(
+        canary["spec"]["unschedulable"], true,
+        "the person's cordon is the person's to lift"
+    );
+    assert!(ann(&canary, CORDONED).is_none() && ann(&canary, DRAIN).is_none());
+
+    // The second node, drained the same way: the rollout completes, the hold is gone.
+    cordon(other.to_string()).await;
+    pods.delete(web(other), &Default::default()).await.unwrap();
+    wait_state(&mut sync, "complete", LONG, |s| all_complete(s, 1)).await;
+    let (_, metrics) = http_get(admin, "/metrics").await;
+    assert_eq!(held(&metrics).as_deref(), Some("0"), "{metrics}");
+    let ours: Vec<String> = h
+        .sim
+        .request_log()
+        .entries()
+        .iter()
+        .filter(|e| accepted_write(e) && matches!(writer(e), Writer::Reconciler(_)))
+        .filter(|e| e.resource != "configmaps")
+        .map(|e| {
+            format!(
+                "{} {} {}",
+                e.verb,
+                e.resource,
+                e.name.as_deref().unwrap_or("")
+            )
+        })
+        .collect();
+    assert_eq!(
+        ours,
+        [
+            format!("patch nodes {first}"),
+            format!("patch nodes {other}")
+        ],
+        "the reconciler's only Node writes are the two assignments; no eviction"
+    );
+    h.finish(r).await;
+}

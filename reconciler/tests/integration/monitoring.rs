@@ -1177,7 +1177,7 @@ fn an_unserved_metric_or_label_is_reported() {
     assert!(
         !problems
             .iter()
-            .any(|p| p.contains("kubelet_gitops_pool_phase")),
+            .any(|p| p.contains("kubelet_gitops_pool_phase is not served")),
         "{problems:?}"
     );
     let mut wrong = Served::default();
