@@ -5,6 +5,7 @@
 //! kubelet's restart.
 
 use std::collections::HashMap;
+use std::mem::Discriminant;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -70,24 +71,29 @@ pub(super) struct Memory {
     error_backoff: ErrorBackoff,
 }
 
-/// The wait after a step failed with an error: it doubles while the same step keeps
-/// failing ([`ERROR_BACKOFF`]), and starts again from the first when a different step
+/// The wait after a step failed with an error: it doubles while the same kind of step
+/// keeps failing ([`ERROR_BACKOFF`]), and starts again from the first when another kind
 /// fails: a pass that failed only to report (a flaky API server) while its work moved
-/// the node on is not held to the back-off of the step before.
+/// the node on (a download, then a write, then a restart) is not held to the back-off of
+/// the step before. The kind, not the whole step: an idle report whose content or due
+/// time changes while the API server stays down still backs off to a minute, so that a
+/// fleet of agents does not hammer a recovering server every second.
 #[derive(Debug, Default)]
 pub(super) struct ErrorBackoff {
-    /// The step that failed last (`None`: the observation failed) and the wait after it.
-    last: Option<(Option<Step>, Duration)>,
+    /// The kind of step that failed last (`None`: the observation failed) and the wait
+    /// after it.
+    last: Option<(Option<Discriminant<Step>>, Duration)>,
 }
 
 impl ErrorBackoff {
     /// The wait after `step` failed.
-    pub(super) fn failed(&mut self, step: Option<Step>) -> Duration {
+    pub(super) fn failed(&mut self, step: Option<&Step>) -> Duration {
+        let kind = step.map(std::mem::discriminant);
         let delay = match &self.last {
-            Some((last, d)) if *last == step => (*d * 2).min(ERROR_BACKOFF.1),
+            Some((last, d)) if *last == kind => (*d * 2).min(ERROR_BACKOFF.1),
             _ => ERROR_BACKOFF.0,
         };
-        self.last = Some((step, delay));
+        self.last = Some((kind, delay));
         delay
     }
 
@@ -217,7 +223,7 @@ impl Driver {
                     self.wait(wake_at).await;
                 }
                 Err(e) => {
-                    let delay = self.memory.error_backoff.failed(step);
+                    let delay = self.memory.error_backoff.failed(step.as_ref());
                     self.metrics.error();
                     let message = error_chain(&e);
                     error!(error = %message, retry_in = ?delay, "step failed");
@@ -420,12 +426,17 @@ mod tests {
     fn the_error_backoff_doubles_per_step_and_starts_over_when_another_step_fails() {
         let mut b = ErrorBackoff::default();
         let secs = |d: Duration| d.as_secs();
-        assert_eq!(secs(b.failed(Some(Step::Write))), 1);
-        assert_eq!(secs(b.failed(Some(Step::Write))), 2);
-        assert_eq!(secs(b.failed(Some(Step::Write))), 4);
+        assert_eq!(secs(b.failed(Some(&Step::Write))), 1);
+        assert_eq!(secs(b.failed(Some(&Step::Write))), 2);
+        assert_eq!(secs(b.failed(Some(&Step::Write))), 4);
         // The write went through, the report of it did not: the next step starts over.
-        assert_eq!(secs(b.failed(Some(Step::Restart))), 1);
-        assert_eq!(secs(b.failed(Some(Step::Restart))), 2);
+        assert_eq!(secs(b.failed(Some(&Step::Restart))), 1);
+        assert_eq!(secs(b.failed(Some(&Step::Restart))), 2);
+        // The same kind of step with other contents (a due time that moved) keeps
+        // backing off.
+        let verify = |deadline| Step::Verify { deadline };
+        assert_eq!(secs(b.failed(Some(&verify(100)))), 1);
+        assert_eq!(secs(b.failed(Some(&verify(160)))), 2);
         assert_eq!(secs(b.failed(None)), 1, "an observation that failed");
         for _ in 0..10 {
             b.failed(None);
