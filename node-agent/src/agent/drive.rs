@@ -226,7 +226,10 @@ impl Driver {
                     let delay = self.memory.error_backoff.failed(step.as_ref());
                     self.metrics.error();
                     let message = error_chain(&e);
-                    error!(error = %message, retry_in = ?delay, "step failed");
+                    // Within a quarter either side, so that agents that failed together
+                    // (an API server going away) do not all come back in the same second.
+                    let wait = delay.mul_f64(0.75 + 0.5 * kubelet_gitops_core::retry::jitter());
+                    error!(error = %message, retry_in = ?wait, "step failed");
                     if delay >= ERROR_BACKOFF.1 / 2 {
                         self.reporter
                             .event(
@@ -237,7 +240,7 @@ impl Driver {
                             )
                             .await;
                     }
-                    tokio::time::sleep(delay).await;
+                    tokio::time::sleep(wait).await;
                 }
             }
         }
