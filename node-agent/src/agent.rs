@@ -220,7 +220,7 @@ pub async fn run(config: Config) -> Result<(), AgentError> {
     });
     let _abort_admin = AbortOnDrop(admin_task);
     let nodes = NodeWatch::start(client.clone(), &config.node_name, config.watch_timeout);
-    let reporter = Reporter::new(client.clone(), &config.node_name);
+    let reporter = Reporter::new(client.clone(), &config.node_name).counting(metrics.clone());
     let mut driver = drive::Driver::new(drive::Parts {
         config,
         client,

@@ -23,6 +23,8 @@ use kubelet_gitops_core::protocol::{
     STATE, State,
 };
 use kubelet_gitops_core::retry::{self, Failure, RetryPolicy};
+
+use crate::agent::metrics::Metrics;
 use serde_json::{Map, Value, json};
 use tracing::{debug, warn};
 
@@ -381,6 +383,7 @@ pub struct Reporter {
     events: Api<Event>,
     node: String,
     retry: RetryPolicy,
+    metrics: Option<Metrics>,
 }
 
 impl Reporter {
@@ -391,18 +394,34 @@ impl Reporter {
             events: Api::namespaced(client, "default"),
             node: node.to_string(),
             retry: WRITE_RETRY,
+            metrics: None,
         }
     }
 
-    /// `f`, retried by [`WRITE_RETRY`]; each retry logged (debug) as `what`.
-    async fn retrying<T, F, Fut>(&self, what: &'static str, f: F) -> Result<T, kube::Error>
+    /// The same reporter, counting each failed attempt in `metrics`
+    /// (`kubelet_gitops_agent_api_errors_total`).
+    pub fn counting(mut self, metrics: Metrics) -> Reporter {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// `f`, a `verb` on `resource`, retried by [`WRITE_RETRY`]; each failed attempt
+    /// counted, each retry logged (debug).
+    async fn retrying<T, F, Fut>(
+        &self,
+        (verb, resource): (&'static str, &'static str),
+        f: F,
+    ) -> Result<T, kube::Error>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, kube::Error>>,
     {
         let on_failure = |failure: Failure<'_>| {
+            if let Some(m) = &self.metrics {
+                m.api_error(verb, resource, retry::error_code(failure.error));
+            }
             if let Some(retry_in) = failure.retry_in {
-                debug!(node = %self.node, what, attempt = failure.attempt, ?retry_in, error = %failure.error, "API request failed; retrying");
+                debug!(node = %self.node, verb, resource, attempt = failure.attempt, ?retry_in, error = %failure.error, "API request failed; retrying");
             }
         };
         retry::retrying(&self.retry, on_failure, f).await
@@ -428,7 +447,7 @@ impl Reporter {
             Some(ReportWrite::Annotations(patch)) => {
                 debug!(node = %self.node, %patch, "patching annotations");
                 let patch = Patch::Merge(&patch);
-                self.retrying("patch node", || {
+                self.retrying(("patch", "nodes"), || {
                     self.nodes.patch(&self.node, &params, &patch)
                 })
                 .await
@@ -440,7 +459,7 @@ impl Reporter {
             Some(ReportWrite::Status(patch)) => {
                 debug!(node = %self.node, %patch, "patching the condition (and annotations)");
                 let patch = Patch::Strategic(&patch);
-                self.retrying("patch node status", || {
+                self.retrying(("patch", "nodes/status"), || {
                     self.nodes.patch_status(&self.node, &params, &patch)
                 })
                 .await
@@ -472,7 +491,7 @@ impl Reporter {
         };
         debug!(node = %self.node, bytes = wanted.len(), "reporting the node's kubelet set-up");
         let patch = Patch::Merge(&patch);
-        self.retrying("patch node", || {
+        self.retrying(("patch", "nodes"), || {
             self.nodes.patch(&self.node, &params, &patch)
         })
         .await
@@ -500,7 +519,7 @@ impl Reporter {
         let ev = event_about(uid, &self.node, kind, reason, message, Timestamp::now());
         let post = PostParams::default();
         let create = || self.events.create(&post, &ev);
-        match self.retrying("create event", create).await {
+        match self.retrying(("create", "events"), create).await {
             Ok(_) => debug!(node = %self.node, reason, "event posted"),
             Err(e) => warn!(node = %self.node, reason, error = %e, "event not posted"),
         }

@@ -24,6 +24,14 @@ struct OutcomeLabel {
     outcome: &'static str,
 }
 
+/// The labels of `api_errors_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ApiErrorLabels {
+    verb: &'static str,
+    resource: &'static str,
+    code: u16,
+}
+
 /// The outcome of one apply, for `applies_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -54,6 +62,7 @@ pub struct Metrics {
     rollbacks: Counter,
     drift_restores: Counter,
     errors: Counter,
+    api_errors: Family<ApiErrorLabels, Counter>,
     apply_duration: Histogram,
 }
 
@@ -103,6 +112,12 @@ impl Metrics {
             "Steps that failed with an error the agent retries",
             errors.clone(),
         );
+        let api_errors = Family::<ApiErrorLabels, Counter>::default();
+        registry.register(
+            "api_errors",
+            "Failed Kubernetes API writes of the agent (its reports and Events), each attempt, by verb, resource and HTTP code (0: no answer)",
+            api_errors.clone(),
+        );
         // 0.5 s .. ~17 min: a kubelet restart takes seconds, a slow verify minutes.
         let apply_duration = Histogram::new(exponential_buckets(0.5, 2.0, 12));
         registry.register(
@@ -123,6 +138,7 @@ impl Metrics {
             rollbacks,
             drift_restores,
             errors,
+            api_errors,
             apply_duration,
         }
     }
@@ -161,6 +177,17 @@ impl Metrics {
         self.errors.inc();
     }
 
+    /// Counts a failed attempt of an API write.
+    pub fn api_error(&self, verb: &'static str, resource: &'static str, code: u16) {
+        self.api_errors
+            .get_or_create(&ApiErrorLabels {
+                verb,
+                resource,
+                code,
+            })
+            .inc();
+    }
+
     /// The OpenMetrics text of every metric.
     pub fn encode(&self) -> String {
         let mut out = String::new();
@@ -191,5 +218,11 @@ mod tests {
         assert!(text.contains("kubelet_gitops_agent_applies_total{outcome=\"done\"} 0"));
         assert!(text.contains("kubelet_gitops_agent_rollbacks_total 1"));
         assert!(text.contains("kubelet_gitops_agent_apply_duration_seconds_count 1"));
+        m.api_error("patch", "nodes/status", 409);
+        assert!(
+            m.encode().contains(
+                "kubelet_gitops_agent_api_errors_total{verb=\"patch\",resource=\"nodes/status\",code=\"409\"} 1"
+            )
+        );
     }
 }

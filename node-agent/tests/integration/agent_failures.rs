@@ -457,7 +457,8 @@ async fn a_report_refused_with_a_conflict_is_tried_again_at_once_then_given_up()
 
     let h = Harness::start().await;
     let node: Node = serde_json::from_value(h.node()).unwrap();
-    let reporter = Reporter::new(h.client.clone(), crate::support::NODE);
+    let metrics = node_agent::agent::metrics::Metrics::new();
+    let reporter = Reporter::new(h.client.clone(), crate::support::NODE).counting(metrics.clone());
     let wanted = Report {
         state: Some(State::Applying),
         observed: Some("kubelet-gitops/kubelet-general-abc".into()),
@@ -487,6 +488,11 @@ async fn a_report_refused_with_a_conflict_is_tried_again_at_once_then_given_up()
         vec![("nodes/status".to_string(), 409); WRITE_RETRY.attempts as usize],
         "{error}"
     );
+    let counted = format!(
+        "kubelet_gitops_agent_api_errors_total{{verb=\"patch\",resource=\"nodes/status\",code=\"409\"}} {}",
+        WRITE_RETRY.attempts
+    );
+    assert!(metrics.encode().contains(&counted), "{}", metrics.encode());
 
     // With the server back, the same report goes through on its first try.
     log.reset();
