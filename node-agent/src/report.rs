@@ -376,6 +376,11 @@ pub const WRITE_RETRY: RetryPolicy = RetryPolicy {
     max: Duration::from_secs(1),
 };
 
+/// The longest one write may take, its retries included: a report never holds up the
+/// agent's steps (a verification, a rollback) for longer, whatever the API server does
+/// (kube's client alone would retry a 503 for minutes).
+pub const WRITE_DEADLINE: Duration = Duration::from_secs(10);
+
 /// Writes the agent's report on its own Node.
 #[derive(Clone)]
 pub struct Reporter {
@@ -383,6 +388,7 @@ pub struct Reporter {
     events: Api<Event>,
     node: String,
     retry: RetryPolicy,
+    deadline: Duration,
     metrics: Option<Metrics>,
 }
 
@@ -394,6 +400,7 @@ impl Reporter {
             events: Api::namespaced(client, "default"),
             node: node.to_string(),
             retry: WRITE_RETRY,
+            deadline: WRITE_DEADLINE,
             metrics: None,
         }
     }
@@ -405,8 +412,16 @@ impl Reporter {
         self
     }
 
-    /// `f`, a `verb` on `resource`, retried by [`WRITE_RETRY`]; each failed attempt
-    /// counted, each retry logged (debug).
+    /// The same reporter, giving up on a write after `deadline` ([`WRITE_DEADLINE`] by
+    /// default).
+    pub fn with_deadline(mut self, deadline: Duration) -> Reporter {
+        self.deadline = deadline;
+        self
+    }
+
+    /// `f`, a `verb` on `resource`, retried by [`WRITE_RETRY`] within the deadline; each
+    /// failed attempt counted, each retry logged (debug). Past the deadline the error is
+    /// a [`kube::Error::Service`] saying so, counted with code 0 (no answer).
     async fn retrying<T, F, Fut>(
         &self,
         (verb, resource): (&'static str, &'static str),
@@ -424,7 +439,17 @@ impl Reporter {
                 debug!(node = %self.node, verb, resource, attempt = failure.attempt, ?retry_in, error = %failure.error, "API request failed; retrying");
             }
         };
-        retry::retrying(&self.retry, on_failure, f).await
+        let retried = retry::retrying(&self.retry, on_failure, f);
+        match tokio::time::timeout(self.deadline, retried).await {
+            Ok(result) => result,
+            Err(_) => {
+                if let Some(m) = &self.metrics {
+                    m.api_error(verb, resource, 0);
+                }
+                let message = format!("no answer within {:?}", self.deadline);
+                Err(kube::Error::Service(message.into()))
+            }
+        }
     }
 
     /// Makes the Node (`live`, as last seen) show `wanted`: its annotations and its

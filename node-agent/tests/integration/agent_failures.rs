@@ -503,3 +503,50 @@ async fn a_report_refused_with_a_conflict_is_tried_again_at_once_then_given_up()
     assert_eq!(annotation(&node, STATE), Some("Applying"));
     assert_eq!(condition(&node, "KubeletConfigReady")["status"], "False");
 }
+
+/// A write the API server does not answer is given up at the reporter's deadline, its
+/// retries included, so that a report never holds up the agent's next step (a
+/// verification that ends in a rollback) for longer.
+#[tokio::test]
+async fn a_report_the_api_server_does_not_answer_is_given_up_at_the_deadline() {
+    use k8s_openapi::api::core::v1::Node;
+    use kubelet_gitops_core::protocol::State;
+    use node_agent::report::{Report, Reporter, WRITE_DEADLINE};
+
+    let h = Harness::start().await;
+    let node: Node = serde_json::from_value(h.node()).unwrap();
+    let metrics = node_agent::agent::metrics::Metrics::new();
+    let reporter = Reporter::new(h.client.clone(), crate::support::NODE)
+        .counting(metrics.clone())
+        .with_deadline(Duration::from_secs(1));
+    assert!(
+        WRITE_DEADLINE >= Duration::from_secs(5),
+        "the default leaves room"
+    );
+    h.sim.set_faults(FaultConfig {
+        latency: Duration::from_secs(4),
+        ..FaultConfig::default()
+    });
+    let wanted = Report {
+        state: Some(State::Verifying),
+        observed: Some("kubelet-gitops/kubelet-general-abc".into()),
+        current: Some("kubelet-gitops/kubelet-general-abc".into()),
+        last_known_good: Some("local".into()),
+        message: None,
+    };
+    let result = reporter.publish(&node, &wanted).await;
+    h.sim.set_faults(FaultConfig::default());
+    let error = kubelet_gitops_core::message::error_chain(&result.expect_err("no answer"));
+    assert!(
+        error.starts_with("failed to patch the KubeletConfigReady condition of node w1")
+            && error.contains("no answer within 1s"),
+        "{error}"
+    );
+    assert!(
+        metrics.encode().contains(
+            "kubelet_gitops_agent_api_errors_total{verb=\"patch\",resource=\"nodes/status\",code=\"0\"} 1"
+        ),
+        "{}",
+        metrics.encode()
+    );
+}
