@@ -54,6 +54,13 @@ impl NodePaths {
     pub const PID_FILE: &str = "/run/kubelet.pid";
 }
 
+/// The kubelet's working directory under the node's root (`var/log/kubelet-cwd`, beside
+/// its log), and the file in it the kubelet must leave alone.
+const KUBELET_CWD: &str = "var/log/kubelet-cwd";
+const CWD_SENTINEL: &str = "left-alone";
+const CWD_SENTINEL_TEXT: &str =
+    "The kubelet must leave the files of its working directory alone.\n";
+
 /// An error unless the node root `root` leaves room for the kubelet's longest unix socket,
 /// `var/lib/kubelet/pod-resources/<10 digits>`, in the 107 bytes of a socket path (a
 /// longer one makes the kubelet exit with `bind: invalid argument`).
@@ -214,6 +221,13 @@ impl RealNode {
             ],
             logs.join(format!("fake-cri-{name}.log")),
         )?;
+        // The kubelet's working directory, with a file it must leave alone (checked by
+        // `check`): a container log path the runtime left empty made the kubelet remove
+        // every file of its working directory when a container went.
+        let cwd = root.join(KUBELET_CWD);
+        std::fs::create_dir_all(&cwd)
+            .and_then(|()| std::fs::write(cwd.join(CWD_SENTINEL), CWD_SENTINEL_TEXT))
+            .map_err(E2eError::io(format!("writing {}", cwd.display())))?;
         let unit = Unit {
             kubelet: bins.kubelet.clone(),
             fixed: vec![format!("--kubeconfig={}", kubeconfig.display())],
@@ -261,7 +275,18 @@ impl RealNode {
 
     /// An error if the fake runtime exited.
     pub fn check(&mut self) -> Result<(), E2eError> {
-        self.fake_cri.check_running()
+        self.fake_cri.check_running()?;
+        let sentinel = self.root.join(KUBELET_CWD).join(CWD_SENTINEL);
+        if !sentinel.exists() {
+            return Err(E2eError::Unexpected {
+                what: format!("the kubelet of {}", self.name),
+                message: format!(
+                    "it removed {} from its working directory (a container log path the runtime left empty?)",
+                    sentinel.display()
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// Stops the kubelet (SIGKILL) and its runtime, unmounts what the kubelet mounted
@@ -358,7 +383,7 @@ impl Supervisor {
                     // pods went (the test's own: tests/Cargo.toml and README.md).
                     let mut cmd = Command::new(&unit.kubelet);
                     let cwd = unit.log.with_file_name("kubelet-cwd");
-                    if std::fs::create_dir_all(&cwd).is_ok() {
+                    if cwd.is_dir() {
                         cmd.current_dir(&cwd);
                     }
                     cmd.args(&args)

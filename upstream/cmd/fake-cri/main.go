@@ -13,18 +13,27 @@
 //     uses it whatever its config says (cmd/kubelet/app/server.go,
 //     getCgroupDriverFromCRI), as with containerd 2.x or CRI-O 1.28+.
 //
+// One thing differs from the fake: a container's status reports its log path as a real
+// runtime does, the sandbox's log directory joined with the container's log path (see
+// logPathRuntime). The fake leaves it empty, and the kubelet then removed every file of
+// its working directory whenever a container went.
+//
 // It runs until SIGTERM or SIGINT, then removes its socket.
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
+	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/cri-client/pkg/fake"
+	"k8s.io/cri-client/pkg/util"
 )
 
 func main() {
@@ -59,15 +68,28 @@ func run(args []string) error {
 	// start a container from an image without an id and a size ("Id or size of image ...
 	// is not set"): the pods of the drain tests would never run.
 	runtime.ImageService.SetFakeImageSize(1 << 20)
-	if err := runtime.Start("unix://" + *socket); err != nil {
-		return err
+	// The fake's own Start would serve the fake itself; this serves logPathRuntime in
+	// its place, and is otherwise what Start does.
+	server := grpc.NewServer()
+	runtimeapi.RegisterRuntimeServiceServer(server, logPathRuntime{runtime})
+	runtimeapi.RegisterImageServiceServer(server, runtime)
+	listener, err := util.CreateListener("unix://" + *socket)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", *socket, err)
+	}
+	go func() { _ = server.Serve(listener) }()
+	runtime.RuntimeService.FakeStatus = &runtimeapi.RuntimeStatus{
+		Conditions: []*runtimeapi.RuntimeCondition{
+			{Type: runtimeapi.RuntimeReady, Status: true},
+			{Type: runtimeapi.NetworkReady, Status: true},
+		},
 	}
 	fmt.Fprintf(os.Stderr, "fake-cri: serving on unix://%s (cgroup driver reported: %q)\n", *socket, *driver)
 
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
 	sig := <-signals
-	runtime.Stop()
+	server.Stop()
 	if err := os.Remove(*socket); err != nil && !os.IsNotExist(err) {
 		return fmt.Errorf("removing the socket %s: %w", *socket, err)
 	}
@@ -87,4 +109,33 @@ func linuxConfig(driver string) (*runtimeapi.LinuxRuntimeConfiguration, error) {
 	default:
 		return nil, fmt.Errorf(`--cgroup-driver: %q is not "systemd", "cgroupfs" or ""`, driver)
 	}
+}
+
+// logPathRuntime is upstream's fake runtime service, except that a container's status
+// reports the log path a real runtime reports: the sandbox's log directory joined with
+// the container's log path, which CRI defines relative to it. The fake leaves the path
+// empty, and when a container is removed the kubelet's log manager removes every match
+// of the path followed by "*" (pkg/kubelet/logs, containerLogManager.Clean): with an
+// empty path, every file of the kubelet's working directory.
+type logPathRuntime struct {
+	*fake.RemoteRuntime
+}
+
+// CreateContainer creates the container as the fake does, then records its log path.
+func (r logPathRuntime) CreateContainer(ctx context.Context, req *runtimeapi.CreateContainerRequest) (*runtimeapi.CreateContainerResponse, error) {
+	resp, err := r.RemoteRuntime.CreateContainer(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	logPath := req.GetConfig().GetLogPath()
+	if dir := req.GetSandboxConfig().GetLogDirectory(); dir != "" && logPath != "" {
+		logPath = filepath.Join(dir, logPath)
+	}
+	svc := r.RuntimeService
+	svc.Lock()
+	defer svc.Unlock()
+	if c, ok := svc.Containers[resp.GetContainerId()]; ok {
+		c.LogPath = logPath
+	}
+	return resp, nil
 }
