@@ -672,23 +672,15 @@ mod tests {
 
     fn report(pool: &str, done: usize, waiting: usize, phase: PoolPhase) -> PoolReport {
         PoolReport {
-            pool: pool.into(),
-            target: ConfigRef::configmap("kubelet-gitops", format!("kubelet-{pool}-abc")),
             nodes: done + waiting,
             done,
-            in_progress: 0,
             waiting,
-            failed: Vec::new(),
-            busy: 0,
             phase,
-            canary: Vec::new(),
             max_unavailable: 1,
-            hold: None,
-            wave: None,
-            wave_opened: None,
-            wake_at: None,
-            drains: Vec::new(),
-            draining: Vec::new(),
+            ..PoolReport::new(
+                pool,
+                ConfigRef::configmap("kubelet-gitops", format!("kubelet-{pool}-abc")),
+            )
         }
     }
 

@@ -128,23 +128,18 @@ mod tests {
 
     fn report(pool: &str, phase: PoolPhase, hold: Option<Hold>) -> PoolReport {
         PoolReport {
-            pool: pool.into(),
-            target: ConfigRef::configmap("kubelet-gitops", format!("kubelet-{pool}-abc")),
             nodes: 3,
             done: 1,
             in_progress: 1,
             waiting: 1,
-            failed: Vec::new(),
             busy: 1,
             phase,
-            canary: Vec::new(),
             max_unavailable: 1,
             hold,
-            wave: None,
-            wave_opened: None,
-            wake_at: None,
-            drains: Vec::new(),
-            draining: Vec::new(),
+            ..PoolReport::new(
+                pool,
+                ConfigRef::configmap("kubelet-gitops", format!("kubelet-{pool}-abc")),
+            )
         }
     }
 

@@ -320,6 +320,33 @@ pub struct PoolReport {
     pub draining: Vec<String>,
 }
 
+impl PoolReport {
+    /// A report of `pool` on `target` with nothing counted yet: no nodes, `Progressing`,
+    /// no canary, no hold, no wave, no drain. The planner fills it in (and tests set
+    /// what they need on top of it).
+    pub fn new(pool: impl Into<String>, target: ConfigRef) -> PoolReport {
+        PoolReport {
+            pool: pool.into(),
+            target,
+            nodes: 0,
+            done: 0,
+            in_progress: 0,
+            waiting: 0,
+            failed: Vec::new(),
+            busy: 0,
+            phase: PoolPhase::Progressing,
+            canary: Vec::new(),
+            max_unavailable: 0,
+            hold: None,
+            wave: None,
+            wave_opened: None,
+            wake_at: None,
+            drains: Vec::new(),
+            draining: Vec::new(),
+        }
+    }
+}
+
 /// Plans one round of rollout for `pools` over `nodes` at `now` (see the module docs for
 /// the rules). `namespace` is where the reconciler publishes its ConfigMaps: a
 /// desired-config elsewhere is not ours.
@@ -474,26 +501,13 @@ fn plan_pool_steps(
     let statuses: Vec<NodeRolloutStatus> = nodes.iter().map(|n| node_status(n, target)).collect();
 
     let mut report = PoolReport {
-        pool: name.to_string(),
-        target: target.clone(),
         nodes: nodes.len(),
-        done: 0,
-        in_progress: 0,
-        waiting: 0,
-        failed: Vec::new(),
-        busy: 0,
-        phase: PoolPhase::Progressing,
         canary: nodes[..canary_count]
             .iter()
             .map(|n| n.name.clone())
             .collect(),
         max_unavailable,
-        hold: None,
-        wave: None,
-        wave_opened: None,
-        wake_at: None,
-        drains: Vec::new(),
-        draining: Vec::new(),
+        ..PoolReport::new(name, target.clone())
     };
     for (node, status) in nodes.iter().zip(&statuses) {
         match status {

@@ -380,23 +380,16 @@ mod tests {
         use crate::state::AppliedCommit;
         use kubelet_gitops_core::protocol::{ConfigRef, State};
         let report = |pool: &str, phase: PoolPhase, failed: Vec<NodeFailure>| PoolReport {
-            pool: pool.into(),
-            target: ConfigRef::configmap("kubelet-gitops", format!("kubelet-{pool}-abc")),
             nodes: 3,
-            done: 0,
-            in_progress: 0,
             waiting: 3,
             failed,
-            busy: 0,
             phase,
             canary: vec![format!("{pool}-1")],
             max_unavailable: 1,
-            hold: None,
-            wave: None,
-            wave_opened: None,
-            wake_at: None,
-            drains: Vec::new(),
-            draining: Vec::new(),
+            ..PoolReport::new(
+                pool,
+                ConfigRef::configmap("kubelet-gitops", format!("kubelet-{pool}-abc")),
+            )
         };
         let mut s = SyncState {
             applied: Some(AppliedCommit {

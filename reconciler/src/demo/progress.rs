@@ -217,23 +217,17 @@ mod tests {
 
     fn report(phase: PoolPhase, done: usize, failed: Vec<NodeFailure>) -> PoolReport {
         PoolReport {
-            pool: "gpu".into(),
-            target: ConfigRef::configmap("kubelet-gitops", "kubelet-gpu-abc"),
             nodes: 3,
             done,
-            in_progress: 0,
             waiting: 3 - done,
             failed,
-            busy: 0,
             phase,
             canary: vec!["gpu-1".into()],
             max_unavailable: 1,
-            hold: None,
-            wave: None,
-            wave_opened: None,
-            wake_at: None,
-            drains: Vec::new(),
-            draining: Vec::new(),
+            ..PoolReport::new(
+                "gpu",
+                ConfigRef::configmap("kubelet-gitops", "kubelet-gpu-abc"),
+            )
         }
     }
 

@@ -255,23 +255,12 @@ mod tests {
 
     fn report(phase: PoolPhase, nodes: usize, done: usize) -> PoolReport {
         PoolReport {
-            pool: "gpu".to_string(),
-            target: ConfigRef::configmap("kubelet-gitops", CM),
             nodes,
             done,
-            in_progress: 0,
             waiting: nodes - done,
-            failed: Vec::new(),
-            busy: 0,
             phase,
-            canary: Vec::new(),
             max_unavailable: 1,
-            hold: None,
-            wave: None,
-            wave_opened: None,
-            wake_at: None,
-            drains: Vec::new(),
-            draining: Vec::new(),
+            ..PoolReport::new("gpu", ConfigRef::configmap("kubelet-gitops", CM))
         }
     }
 

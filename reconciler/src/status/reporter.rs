@@ -308,23 +308,15 @@ mod tests {
 
     fn report(pool: &str, nodes: usize, done: usize, phase: PoolPhase) -> PoolReport {
         PoolReport {
-            pool: pool.into(),
-            target: ConfigRef::configmap("kubelet-gitops", format!("kubelet-{pool}-abc")),
             nodes,
             done,
             in_progress: nodes - done,
-            waiting: 0,
-            failed: Vec::new(),
-            busy: 0,
             phase,
-            canary: Vec::new(),
             max_unavailable: 1,
-            hold: None,
-            wave: None,
-            wave_opened: None,
-            wake_at: None,
-            drains: Vec::new(),
-            draining: Vec::new(),
+            ..PoolReport::new(
+                pool,
+                ConfigRef::configmap("kubelet-gitops", format!("kubelet-{pool}-abc")),
+            )
         }
     }
 

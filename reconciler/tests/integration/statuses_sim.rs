@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::forge_support::{ForgeServer, Kind, OWNER, OpenPullRequest, REPO};
+use crate::forge_support::{ForgeServer, Kind, OWNER, OpenPullRequest, REPO, RecordedStatus};
 use crate::support::commands::{git, git_command, text};
 use crate::support::*;
 use kubelet_gitops_core::inventory::Inventory;
@@ -450,6 +450,43 @@ async fn a_pull_request_head_gets_a_plan_and_changes_no_node() {
     h.finish(r).await;
 }
 
+/// The newest status of `sha` under `context`.
+fn latest(forge: &ForgeServer, sha: &str, context: &str) -> Option<RecordedStatus> {
+    forge
+        .statuses()
+        .into_iter()
+        .rfind(|s| s.sha == sha && s.context == context)
+}
+
+/// Waits until the newest status of `sha` under `context` is `state`; returns it.
+async fn wait_status(
+    forge: &ForgeServer,
+    what: &str,
+    sha: &str,
+    context: &str,
+    state: &str,
+) -> RecordedStatus {
+    eventually(what, LONG, || {
+        latest(forge, sha, context)
+            .filter(|s| s.state == state)
+            .ok_or_else(|| format!("statuses: {:#?}", forge.statuses()))
+    })
+    .await
+}
+
+/// Waits until a comment on pull request `pr` contains `contains`; returns them all.
+async fn wait_comment(forge: &ForgeServer, pr: u64, contains: &str) -> Vec<(u64, String)> {
+    eventually(&format!("comment with {contains}"), LONG, || {
+        let comments = forge.comments(pr);
+        if comments.iter().any(|(_, body)| body.contains(contains)) {
+            Ok(comments)
+        } else {
+            Err(format!("{comments:#?}"))
+        }
+    })
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn github_statuses_and_a_plan_comment_updated_in_place() {
     let forge = ForgeServer::start(Kind::GitHub, TOKEN).await;
@@ -470,28 +507,21 @@ async fn github_statuses_and_a_plan_comment_updated_in_place() {
     };
     let r = h.reconciler(config(&h, &remote, status)).await;
 
-    let latest = |sha: &str, context: &str| {
-        forge
-            .statuses()
-            .into_iter()
-            .rfind(|s| s.sha == sha && s.context == context)
-    };
-    let wait_status = async |what: &str, sha: &str, context: &str, state: &str| {
-        eventually(what, LONG, || {
-            latest(sha, context)
-                .filter(|s| s.state == state)
-                .ok_or_else(|| format!("statuses: {:#?}", forge.statuses()))
-        })
-        .await
-    };
-    let summary = wait_status("summary success", &base, "kubelet-gitops", "success").await;
+    let summary = wait_status(
+        &forge,
+        "summary success",
+        &base,
+        "kubelet-gitops",
+        "success",
+    )
+    .await;
     assert_eq!(summary.description, "2 pools: 2 done");
     assert_eq!(
         summary.target_url.as_deref(),
         Some("https://dashboard.example.com/kubelet")
     );
     for pool in ["a", "b"] {
-        let s = latest(&base, &format!("kubelet-gitops/{pool}")).unwrap();
+        let s = latest(&forge, &base, &format!("kubelet-gitops/{pool}")).unwrap();
         assert_eq!(s.state, "success", "{s:?}");
         assert!(s.description.starts_with("3/3 nodes on kubelet-"), "{s:?}");
     }
@@ -508,6 +538,7 @@ async fn github_statuses_and_a_plan_comment_updated_in_place() {
     let head1 = h.repo.commit("pool a: maxPods 90");
     remote.push(&h.repo.path, &head1, "refs/pull/7/head");
     let plan = wait_status(
+        &forge,
         "plan of the first push",
         &head1,
         "kubelet-gitops/plan",
@@ -515,18 +546,7 @@ async fn github_statuses_and_a_plan_comment_updated_in_place() {
     )
     .await;
     assert_eq!(plan.description, "1 pool changes, 3 nodes");
-    let wait_comment = async |contains: &str| {
-        eventually(&format!("comment with {contains}"), LONG, || {
-            let comments = forge.comments(7);
-            if comments.iter().any(|(_, body)| body.contains(contains)) {
-                Ok(comments)
-            } else {
-                Err(format!("{comments:#?}"))
-            }
-        })
-        .await
-    };
-    let comments = wait_comment(short(&head1)).await;
+    let comments = wait_comment(&forge, 7, short(&head1)).await;
     assert_eq!(comments.len(), 1, "{comments:#?}");
     let (id, body) = &comments[0];
     assert!(body.starts_with(PLAN_MARKER), "{body}");
@@ -537,6 +557,7 @@ async fn github_statuses_and_a_plan_comment_updated_in_place() {
     let head2 = h.repo.commit("pool b: maxPods 75");
     remote.push(&h.repo.path, &head2, "refs/pull/7/head");
     let plan = wait_status(
+        &forge,
         "plan of the second push",
         &head2,
         "kubelet-gitops/plan",
@@ -544,7 +565,7 @@ async fn github_statuses_and_a_plan_comment_updated_in_place() {
     )
     .await;
     assert_eq!(plan.description, "2 pools change, 6 nodes");
-    let comments = wait_comment(short(&head2)).await;
+    let comments = wait_comment(&forge, 7, short(&head2)).await;
     assert_eq!(comments.len(), 1, "updated in place, not a second comment");
     assert_eq!(comments[0].0, *id);
     assert!(!comments[0].1.contains(short(&head1)), "{}", comments[0].1);
@@ -597,33 +618,16 @@ async fn bitbucket_cloud_pull_requests_are_reviewed_from_the_api_listing() {
     };
     let r = h.reconciler(config(&h, &remote, status)).await;
 
-    let latest = |sha: &str, context: &str| {
-        forge
-            .statuses()
-            .into_iter()
-            .rfind(|s| s.sha == sha && s.context == context)
-    };
-    let wait_status = async |what: &str, sha: &str, context: &str, state: &str| {
-        eventually(what, LONG, || {
-            latest(sha, context)
-                .filter(|s| s.state == state)
-                .ok_or_else(|| format!("statuses: {:#?}", forge.statuses()))
-        })
-        .await
-    };
-    let wait_comment = async |contains: &str| {
-        eventually(&format!("comment with {contains}"), LONG, || {
-            let comments = forge.comments(7);
-            if comments.iter().any(|(_, body)| body.contains(contains)) {
-                Ok(comments)
-            } else {
-                Err(format!("{comments:#?}"))
-            }
-        })
-        .await
-    };
-    wait_status("summary success", &base, "kubelet-gitops", "SUCCESSFUL").await;
+    wait_status(
+        &forge,
+        "summary success",
+        &base,
+        "kubelet-gitops",
+        "SUCCESSFUL",
+    )
+    .await;
     let plan = wait_status(
+        &forge,
         "plan of the first push",
         &head1,
         "kubelet-gitops/plan",
@@ -632,7 +636,7 @@ async fn bitbucket_cloud_pull_requests_are_reviewed_from_the_api_listing() {
     .await;
     assert_eq!(plan.description, "1 pool changes, 3 nodes");
     assert_eq!(plan.name.as_deref(), Some("kubelet-gitops/plan"));
-    let comments = wait_comment(short(&head1)).await;
+    let comments = wait_comment(&forge, 7, short(&head1)).await;
     assert_eq!(comments.len(), 1, "{comments:#?}");
     let (id, body) = comments[0].clone();
     assert!(body.starts_with(PLAN_MARKER), "{body}");
@@ -646,6 +650,7 @@ async fn bitbucket_cloud_pull_requests_are_reviewed_from_the_api_listing() {
     forge.set_pull_requests(listing(&head2));
     remote.push(&h.repo.path, &head2, "refs/heads/feature/gpu");
     let plan = wait_status(
+        &forge,
         "plan of the second push",
         &head2,
         "kubelet-gitops/plan",
@@ -653,7 +658,7 @@ async fn bitbucket_cloud_pull_requests_are_reviewed_from_the_api_listing() {
     )
     .await;
     assert_eq!(plan.description, "2 pools change, 6 nodes");
-    let comments = wait_comment(short(&head2)).await;
+    let comments = wait_comment(&forge, 7, short(&head2)).await;
     assert_eq!(comments.len(), 1, "updated in place, not a second comment");
     assert_eq!(comments[0].0, id);
     assert!(!comments[0].1.contains(short(&head1)), "{}", comments[0].1);
